@@ -1,0 +1,163 @@
+"""One typed configuration object, keyed by Kafka Streams' own setting names.
+
+``StreamsConfig.from_properties({"application.id": ..., ...})`` validates everything at start-up and
+raises :class:`ConfigException` with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from instance.errors import ConfigException
+
+AT_LEAST_ONCE = "at_least_once"
+EXACTLY_ONCE_V2 = "exactly_once_v2"
+
+_APP_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {v!r}")
+
+
+@dataclass(frozen=True)
+class StreamsConfig:
+    """Settings of one instance. Field ``metadata`` holds the Kafka Streams name of each field."""
+
+    application_id: str = field(metadata={"name": "application.id"})
+    bootstrap_servers: str = field(metadata={"name": "bootstrap.servers"})
+    application_server: str = field(default="", metadata={"name": "application.server"})
+    instance_id: str = field(default="", metadata={"name": "group.instance.id"})
+    state_dir: str = field(default="/tmp/iqmesh", metadata={"name": "state.dir"})
+    num_stream_threads: int = field(default=1, metadata={"name": "num.stream.threads"})
+    num_standby_replicas: int = field(default=0, metadata={"name": "num.standby.replicas"})
+    commit_interval_ms: int = field(default=-1, metadata={"name": "commit.interval.ms"})
+    processing_guarantee: str = field(default=AT_LEAST_ONCE, metadata={"name": "processing.guarantee"})
+    statestore_cache_max_bytes: int = field(
+        default=10 * 1024 * 1024, metadata={"name": "statestore.cache.max.bytes"})
+    replication_factor: int = field(default=1, metadata={"name": "replication.factor"})
+    max_poll_records: int = field(default=2000, metadata={"name": "max.poll.records"})
+    poll_ms: int = field(default=100, metadata={"name": "poll.ms"})
+    idle_backoff_ms: int = field(default=20, metadata={"name": "iqmesh.idle.backoff.ms"})
+    session_timeout_ms: int = field(default=10_000, metadata={"name": "session.timeout.ms"})
+    heartbeat_interval_ms: int = field(default=1000, metadata={"name": "iqmesh.heartbeat.interval.ms"})
+    default_deserialization_exception_handler: str = field(
+        default="fail", metadata={"name": "default.deserialization.exception.handler"})
+    auto_offset_reset: str = field(default="earliest", metadata={"name": "auto.offset.reset"})
+    in_memory_stores: bool = field(default=False, metadata={"name": "iqmesh.in.memory.stores"})
+    extra: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not self.application_id or not _APP_ID.match(self.application_id):
+            problems.append("application.id must be set to letters, digits, '.', '_' or '-'")
+        if not self.bootstrap_servers:
+            problems.append("bootstrap.servers must be set, e.g. 127.0.0.1:9092")
+        if self.application_server and not re.match(r"^[^:\s]+:\d{1,5}$", self.application_server):
+            problems.append(f"application.server must be host:port, got {self.application_server!r}")
+        if self.processing_guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE_V2):
+            problems.append(f"processing.guarantee must be {AT_LEAST_ONCE} or {EXACTLY_ONCE_V2}, "
+                            f"got {self.processing_guarantee!r}")
+        if self.num_stream_threads < 1:
+            problems.append("num.stream.threads must be >= 1")
+        if self.num_standby_replicas < 0:
+            problems.append("num.standby.replicas must be >= 0")
+        if self.default_deserialization_exception_handler not in ("fail", "log-and-continue"):
+            problems.append("default.deserialization.exception.handler must be fail or log-and-continue")
+        if self.auto_offset_reset not in ("earliest", "latest"):
+            problems.append("auto.offset.reset must be earliest or latest")
+        for name in ("max_poll_records", "poll_ms", "session_timeout_ms", "heartbeat_interval_ms"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{_NAMES_BY_FIELD[name]} must be positive")
+        if problems:
+            raise ConfigException("invalid configuration: " + "; ".join(problems))
+
+    @property
+    def eos(self) -> bool:
+        return self.processing_guarantee == EXACTLY_ONCE_V2
+
+    @property
+    def effective_commit_interval_ms(self) -> int:
+        """Kafka Streams' default: 30 s at-least-once, 100 ms under exactly-once."""
+        if self.commit_interval_ms >= 0:
+            return self.commit_interval_ms
+        return 100 if self.eos else 30_000
+
+    @property
+    def app_state_dir(self) -> Path:
+        return Path(self.state_dir) / self.application_id
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any]) -> StreamsConfig:
+        """Build from Kafka Streams names (``application.id`` ...); unknown names are an error
+        unless they start with ``consumer.``/``producer.`` (passed to the clients)."""
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        unknown: list[str] = []
+        for name, raw in props.items():
+            f = _FIELDS_BY_NAME.get(name)
+            if f is None:
+                if name.startswith(("consumer.", "producer.")):
+                    extra[name] = str(raw)
+                    continue
+                unknown.append(name)
+                continue
+            try:
+                kwargs[f.name] = _coerce(f, raw)
+            except ValueError as e:
+                raise ConfigException(f"invalid value for {name}: {e}") from None
+        if unknown:
+            known = ", ".join(sorted(_FIELDS_BY_NAME))
+            raise ConfigException(f"unknown setting(s) {', '.join(sorted(unknown))}; known: {known}")
+        for required in ("application_id", "bootstrap_servers"):
+            if required not in kwargs:
+                raise ConfigException(f"{_NAMES_BY_FIELD[required]} must be set")
+        return cls(**kwargs, extra=extra)
+
+    def to_properties(self) -> dict[str, Any]:
+        out = {f.metadata["name"]: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.metadata["name"]}
+        out.update(self.extra)
+        return out
+
+    def client_overrides(self, prefix: str) -> dict[str, str]:
+        """Settings given as ``consumer.x``/``producer.x``, with the prefix removed."""
+        return {k[len(prefix):]: v for k, v in self.extra.items() if k.startswith(prefix)}
+
+
+def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:
+    if f.type in ("int", int):
+        return int(raw)
+    if f.type in ("bool", bool):
+        return _bool(raw)
+    return str(raw)
+
+
+_FIELDS_BY_NAME = {f.metadata["name"]: f for f in dataclasses.fields(StreamsConfig) if f.metadata["name"]}
+_NAMES_BY_FIELD = {f.name: f.metadata["name"] for f in dataclasses.fields(StreamsConfig)}
+
+
+def load_properties_file(path: str | Path) -> dict[str, str]:
+    """Read a Java-style ``.properties`` file (``name=value``, ``#`` comments)."""
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (s.find("="), s.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigException(f"{path}:{lineno}: expected name=value, got {line!r}")
+        out[s[:sep].strip()] = s[sep + 1:].strip()
+    return out

@@ -1,0 +1,50 @@
+"""Error types of the runtime, named after Kafka Streams' exceptions.
+
+They are mapped once to gRPC status codes (``instance.server``) and HTTP statuses (gateway).
+"""
+
+from __future__ import annotations
+
+
+class StreamsException(Exception):
+    """Base of every error the runtime raises on purpose."""
+
+
+class TopologyException(StreamsException):
+    """The topology is invalid (bad wiring, duplicate names, co-partitioning violated)."""
+
+
+class ConfigException(StreamsException):
+    """A configuration value is missing or invalid; the message says what to fix."""
+
+
+class SerializationException(StreamsException):
+    """A key or value could not be (de)serialized; carries where the record came from."""
+
+    def __init__(self, message: str, topic: str | None = None, partition: int | None = None,
+                 offset: int | None = None) -> None:
+        where = f" (topic={topic} partition={partition} offset={offset})" if topic is not None else ""
+        super().__init__(message + where)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class IllegalStateException(StreamsException):
+    """An operation is not allowed in the client's current state."""
+
+
+class InvalidStateStoreException(StreamsException):
+    """A store cannot be queried right now (migrated, closed, or still being restored)."""
+
+
+class UnknownStateStoreException(InvalidStateStoreException):
+    """No store of that name exists in the topology."""
+
+
+class StreamsNotStartedException(InvalidStateStoreException):
+    """The client has not been started yet."""
+
+
+class TaskMigratedException(StreamsException):
+    """The task was revoked from this instance while it was being worked on."""

@@ -1,0 +1,125 @@
+"""The bottom layer of a store: ordered bytes → bytes, RocksDB (rocksdict) or in memory."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from instance.errors import InvalidStateStoreException
+
+
+class BytesStore(Protocol):
+    """Raw storage; ``write`` applies a batch atomically (``None`` value = delete)."""
+
+    name: str
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def write(self, items: Iterable[tuple[bytes, bytes | None]]) -> None: ...
+
+    def items(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]: ...
+
+    def approximate_num_entries(self) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class RocksDBBytesStore:
+    """One RocksDB per task and store. The WAL is off, as in Kafka Streams: the changelog topic is
+    the source of truth and memtables are flushed on commit."""
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        try:
+            self._db = Rdict(str(path), opts)
+        except Exception as e:  # rocksdict raises plain Exception
+            raise InvalidStateStoreException(f"cannot open RocksDB store {name!r} at {path}: {e}") from e
+        wo = WriteOptions()
+        wo.disable_wal = True
+        self._db.set_write_options(wo)
+        self._get = self._db.get
+        self._open = True
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._get(key)  # type: ignore[no-any-return]
+
+    def write(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        wb = WriteBatch(raw_mode=True)
+        put, delete = wb.put, wb.delete
+        for k, v in items:
+            if v is None:
+                delete(k)
+            else:
+                put(k, v)
+        self._db.write(wb)
+
+    def items(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in self._db.items(from_key=start) if start is not None else self._db.items():
+            if end is not None and k >= end:
+                return
+            yield k, v
+
+    def approximate_num_entries(self) -> int:
+        n = self._db.property_int_value("rocksdb.estimate-num-keys")
+        return int(n or 0)
+
+    def flush(self) -> None:
+        if self._open:
+            self._db.flush()
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._db.flush()
+            self._db.close()
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class InMemoryBytesStore:
+    """A dict; ordered iteration sorts on demand (queries, not the hot path)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._data: dict[bytes, bytes] = {}
+        self.get = self._data.get  # type: ignore[method-assign]
+
+    def get(self, key: bytes) -> bytes | None:  # replaced by the bound dict.get in __init__
+        return self._data.get(key)
+
+    def write(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        d = self._data
+        for k, v in items:
+            if v is None:
+                d.pop(k, None)
+            else:
+                d[k] = v
+
+    def items(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        for k in sorted(self._data):
+            if (start is None or k >= start) and (end is None or k < end):
+                yield k, self._data[k]
+
+    def approximate_num_entries(self) -> int:
+        return len(self._data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def destroy(self) -> None:
+        self._data.clear()

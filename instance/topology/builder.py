@@ -1,0 +1,306 @@
+"""The StreamsBuilder DSL: KStream, KGroupedStream, KTable over the Processor-API Topology.
+
+Node names follow Kafka Streams (``KSTREAM-FILTER-0000000001``...), one counter per builder.
+A key-changing operation (map, flat_map, select_key, group_by) marks the stream; a grouping
+after it inserts a repartition topic, which is where the topology splits into sub-topologies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from instance.errors import TopologyException
+from instance.serde import LongSerde, Serde
+from instance.serde.serdes import BytesSerde
+from instance.state.spec import StoreSpec
+from instance.topology import processors as P
+from instance.topology.topology import InternalTopic, Topology
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """Name and serdes of a store (Kafka Streams' ``Materialized``)."""
+
+    name: str | None = None
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    caching_enabled: bool = True
+    logging_enabled: bool = True
+    in_memory: bool = False
+
+    @staticmethod
+    def as_(name: str) -> Materialized:
+        return Materialized(name=name)
+
+
+MaterializedArg = Materialized | str | None
+
+
+def _materialized(m: MaterializedArg) -> Materialized:
+    if m is None:
+        return Materialized()
+    if isinstance(m, str):
+        return Materialized(name=m)
+    return m
+
+
+class StreamsBuilder:
+    """Entry point of the DSL; ``build()`` returns the :class:`Topology`."""
+
+    def __init__(self, default_key_serde: Serde | None = None,
+                 default_value_serde: Serde | None = None) -> None:
+        self.topology = Topology()
+        self._index = 0
+        self.default_key_serde: Serde = default_key_serde or BytesSerde()
+        self.default_value_serde: Serde = default_value_serde or BytesSerde()
+
+    def new_name(self, prefix: str) -> str:
+        name = f"{prefix}{self._index:010d}"
+        self._index += 1
+        return name
+
+    def stream(self, *topics: str, key_serde: Serde | None = None,
+               value_serde: Serde | None = None) -> KStream:
+        ks = key_serde or self.default_key_serde
+        vs = value_serde or self.default_value_serde
+        name = self.new_name("KSTREAM-SOURCE-")
+        self.topology.add_source(name, *topics, key_serde=ks, value_serde=vs)
+        return KStream(self, name, ks, vs, repartition_required=False)
+
+    def table(self, topic: str, materialized: MaterializedArg = None, key_serde: Serde | None = None,
+              value_serde: Serde | None = None) -> KTable:
+        m = _materialized(materialized)
+        ks = key_serde or m.key_serde or self.default_key_serde
+        vs = value_serde or m.value_serde or self.default_value_serde
+        source = self.new_name("KSTREAM-SOURCE-")
+        self.topology.add_source(source, topic, key_serde=ks, value_serde=vs)
+        proc = self.new_name("KTABLE-SOURCE-")
+        store = m.name or f"{topic}-STATE-STORE-{self._index:010d}"
+        if m.name is None:
+            self._index += 1
+        self.topology.add_processor(proc, lambda: P.TableSourceProcessor(store), source)
+        self.topology.add_state_store(_spec(store, ks, vs, m), proc)
+        return KTable(self, proc, store, ks, vs)
+
+    def build(self) -> Topology:
+        self.topology.subtopologies()  # validates reachability
+        return self.topology
+
+
+def _spec(name: str, ks: Serde, vs: Serde, m: Materialized) -> StoreSpec:
+    return StoreSpec(name, ks, vs, logging_enabled=m.logging_enabled,
+                     caching_enabled=m.caching_enabled, in_memory=m.in_memory)
+
+
+class KStream:
+    """A record stream. Every operation adds one node and returns a new KStream."""
+
+    def __init__(self, builder: StreamsBuilder, node: str, key_serde: Serde | None,
+                 value_serde: Serde | None, repartition_required: bool) -> None:
+        self._b = builder
+        self.node = node
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.repartition_required = repartition_required
+
+    def _add(self, prefix: str, supplier: Callable[[], Any], *, key_changed: bool = False,
+             value_changed: bool = False, name: str | None = None) -> KStream:
+        node = name or self._b.new_name(prefix)
+        self._b.topology.add_processor(node, supplier, self.node)
+        return KStream(self._b, node, None if key_changed else self.key_serde,
+                       None if value_changed else self.value_serde,
+                       self.repartition_required or key_changed)
+
+    def filter(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KStream:
+        return self._add("KSTREAM-FILTER-", lambda: P.FilterProcessor(predicate), name=name)
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KStream:
+        return self._add("KSTREAM-FILTER-", lambda: P.FilterProcessor(predicate, negate=True), name=name)
+
+    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], name: str | None = None) -> KStream:
+        return self._add("KSTREAM-MAP-", lambda: P.MapProcessor(mapper), key_changed=True,
+                         value_changed=True, name=name)
+
+    def map_values(self, mapper: Callable[[Any], Any], name: str | None = None) -> KStream:
+        return self._add("KSTREAM-MAPVALUES-", lambda: P.MapValuesProcessor(mapper), value_changed=True,
+                         name=name)
+
+    def flat_map(self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]],
+                 name: str | None = None) -> KStream:
+        return self._add("KSTREAM-FLATMAP-", lambda: P.FlatMapProcessor(mapper), key_changed=True,
+                         value_changed=True, name=name)
+
+    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]], name: str | None = None) -> KStream:
+        return self._add("KSTREAM-FLATMAPVALUES-", lambda: P.FlatMapValuesProcessor(mapper),
+                         value_changed=True, name=name)
+
+    def select_key(self, selector: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        return self._add("KSTREAM-KEY-SELECT-", lambda: P.SelectKeyProcessor(selector), key_changed=True,
+                         name=name)
+
+    def peek(self, action: Callable[[Any, Any], None], name: str | None = None) -> KStream:
+        return self._add("KSTREAM-PEEK-", lambda: P.PeekProcessor(action), name=name)
+
+    def foreach(self, action: Callable[[Any, Any], None], name: str | None = None) -> None:
+        self._add("KSTREAM-FOREACH-", lambda: P.PeekProcessor(action, forward_after=False), name=name)
+
+    def split(self, name: str | None = None) -> BranchedKStream:
+        return BranchedKStream(self, name or self._b.new_name("KSTREAM-BRANCH-"))
+
+    def merge(self, other: KStream, name: str | None = None) -> KStream:
+        node = name or self._b.new_name("KSTREAM-MERGE-")
+        self._b.topology.add_processor(node, P.PassThroughProcessor, self.node, other.node)
+        same = self.key_serde is other.key_serde
+        return KStream(self._b, node, self.key_serde if same else None,
+                       self.value_serde if self.value_serde is other.value_serde else None,
+                       self.repartition_required or other.repartition_required)
+
+    def to(self, topic: str, key_serde: Serde | None = None, value_serde: Serde | None = None,
+           name: str | None = None) -> None:
+        node = name or self._b.new_name("KSTREAM-SINK-")
+        self._b.topology.add_sink(node, topic, self.node,
+                                  key_serde=key_serde or self.key_serde or self._b.default_key_serde,
+                                  value_serde=value_serde or self.value_serde or self._b.default_value_serde)
+
+    def repartition(self, name: str | None = None, num_partitions: int | None = None,
+                    key_serde: Serde | None = None, value_serde: Serde | None = None) -> KStream:
+        """Write to an internal ``<application.id>-<name>-repartition`` topic and read it back."""
+        base = name or self._b.new_name("KSTREAM-REPARTITION-")
+        ks = key_serde or self.key_serde or self._b.default_key_serde
+        vs = value_serde or self.value_serde or self._b.default_value_serde
+        source = _insert_repartition(self._b, self.node, base, ks, vs, num_partitions, self._b.new_name)
+        return KStream(self._b, source, ks, vs, repartition_required=False)
+
+    def group_by_key(self, key_serde: Serde | None = None, value_serde: Serde | None = None) -> KGroupedStream:
+        return KGroupedStream(self._b, self.node, key_serde or self.key_serde or self._b.default_key_serde,
+                              value_serde or self.value_serde or self._b.default_value_serde,
+                              self.repartition_required)
+
+    def group_by(self, selector: Callable[[Any, Any], Any], key_serde: Serde | None = None,
+                 value_serde: Serde | None = None) -> KGroupedStream:
+        selected = self.select_key(selector)
+        return KGroupedStream(self._b, selected.node, key_serde or self._b.default_key_serde,
+                              value_serde or self.value_serde or self._b.default_value_serde, True)
+
+    def process(self, supplier: Callable[[], Any], *store_names: str, name: str | None = None) -> KStream:
+        """Attach a Processor-API processor (its stores must be added to the topology first)."""
+        out = self._add("KSTREAM-PROCESSOR-", supplier, key_changed=True, value_changed=True, name=name)
+        if store_names:
+            self._b.topology.connect_processor_and_state_stores(store_names[0], out.node)
+            for s in store_names[1:]:
+                self._b.topology.connect_processor_and_state_stores(s, out.node)
+        return out
+
+
+def _insert_repartition(b: StreamsBuilder, parent: str, base: str, ks: Serde, vs: Serde,
+                        num_partitions: int | None, new_name: Callable[[str], str],
+                        sink_first: bool = False) -> str:
+    """sink → ``<base>-repartition`` → source; returns the source node's name."""
+    topic = f"{base}-repartition"
+    if sink_first:  # Kafka Streams names the sink before the filter when grouping
+        sink, filt = new_name("KSTREAM-SINK-"), new_name("KSTREAM-FILTER-")
+    else:
+        filt, sink = new_name("KSTREAM-FILTER-"), new_name("KSTREAM-SINK-")
+    b.topology.add_processor(filt, P.DropNullKeyProcessor, parent)
+    b.topology.add_sink(sink, topic, filt, key_serde=ks, value_serde=vs)
+    source = new_name("KSTREAM-SOURCE-")
+    b.topology.add_source(source, topic, key_serde=ks, value_serde=vs)
+    b.topology.add_internal_topic(InternalTopic(topic, num_partitions))
+    return source
+
+
+class BranchedKStream:
+    """``split()``: ``branch(predicate, name)`` … ``default_branch()``; returns the branches by name."""
+
+    def __init__(self, stream: KStream, name: str) -> None:
+        self._stream = stream
+        self._name = name
+        self._branches: list[tuple[str, Callable[[Any, Any], bool] | None]] = []
+        self._done = False
+
+    def branch(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> BranchedKStream:
+        if self._done:
+            raise TopologyException("split() already ended with default_branch() or no_default_branch()")
+        self._branches.append((name or str(len(self._branches) + 1), predicate))
+        return self
+
+    def default_branch(self, name: str | None = None) -> dict[str, KStream]:
+        self._branches.append((name or "0", None))
+        return self._finish()
+
+    def no_default_branch(self) -> dict[str, KStream]:
+        return self._finish()
+
+    def _finish(self) -> dict[str, KStream]:
+        self._done = True
+        b, s = self._stream._b, self._stream
+        preds = [p for _, p in self._branches]
+        b.topology.add_processor(self._name, lambda: P.BranchProcessor(preds), s.node)
+        out: dict[str, KStream] = {}
+        for suffix, _ in self._branches:
+            node = f"{self._name}{suffix}"
+            b.topology.add_processor(node, P.PassThroughProcessor, self._name)
+            out[node] = KStream(b, node, s.key_serde, s.value_serde, s.repartition_required)
+        return out
+
+
+class KGroupedStream:
+    """A grouped stream: ``count``, ``reduce``, ``aggregate`` into a queryable store."""
+
+    def __init__(self, builder: StreamsBuilder, node: str, key_serde: Serde, value_serde: Serde,
+                 repartition_required: bool) -> None:
+        self._b = builder
+        self.node = node
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.repartition_required = repartition_required
+
+    def _aggregate(self, prefix: str, m: Materialized, agg_value_serde: Serde,
+                   make: Callable[[str], Any]) -> KTable:
+        b = self._b
+        node = b.new_name(prefix)
+        store = m.name or b.new_name(f"{prefix}STATE-STORE-")
+        parent = self.node
+        if self.repartition_required:
+            parent = _insert_repartition(b, self.node, store, self.key_serde, self.value_serde, None,
+                                         b.new_name, sink_first=True)
+        ks = m.key_serde or self.key_serde
+        vs = m.value_serde or agg_value_serde
+        b.topology.add_processor(node, lambda: make(store), parent)
+        b.topology.add_state_store(_spec(store, ks, vs, m), node)
+        return KTable(b, node, store, ks, vs)
+
+    def count(self, materialized: MaterializedArg = None) -> KTable:
+        return self._aggregate("KSTREAM-AGGREGATE-", _materialized(materialized), LongSerde(),
+                               P.CountProcessor)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any], materialized: MaterializedArg = None) -> KTable:
+        return self._aggregate("KSTREAM-REDUCE-", _materialized(materialized), self.value_serde,
+                               lambda store: P.ReduceProcessor(store, reducer))
+
+    def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
+                  materialized: MaterializedArg = None) -> KTable:
+        m = _materialized(materialized)
+        if m.value_serde is None:
+            raise TopologyException("aggregate() needs Materialized(value_serde=...) for the aggregate")
+        return self._aggregate("KSTREAM-AGGREGATE-", m, m.value_serde,
+                               lambda store: P.AggregateProcessor(store, initializer, aggregator))
+
+
+class KTable:
+    """A changelog stream materialized in a store named ``queryable_store_name``."""
+
+    def __init__(self, builder: StreamsBuilder, node: str, store: str, key_serde: Serde,
+                 value_serde: Serde) -> None:
+        self._b = builder
+        self.node = node
+        self.queryable_store_name = store
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+
+    def to_stream(self, name: str | None = None) -> KStream:
+        node = name or self._b.new_name("KTABLE-TOSTREAM-")
+        self._b.topology.add_processor(node, P.PassThroughProcessor, self.node)
+        return KStream(self._b, node, self.key_serde, self.value_serde, repartition_required=False)

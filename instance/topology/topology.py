@@ -1,0 +1,239 @@
+"""The logical topology (Processor API) and its split into sub-topologies.
+
+Nodes are wired parent → child. A repartition topic written by a sink and read by a source is not
+an edge, so it splits the graph: each connected component (processors sharing a store count as
+connected) is a sub-topology, and a task is one sub-topology on one partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from instance.errors import TopologyException
+from instance.serde import BytesSerde, Serde
+from instance.state.spec import StoreSpec
+from instance.topology.processor import ProcessorSupplier
+
+
+@dataclass
+class SourceNode:
+    name: str
+    topics: list[str]
+    key_serde: Serde
+    value_serde: Serde
+    seq: int
+    children: list[str] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ProcessorNodeDef:
+    name: str
+    supplier: ProcessorSupplier
+    seq: int
+    stores: list[str] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SinkNode:
+    name: str
+    topic: str
+    key_serde: Serde
+    value_serde: Serde
+    seq: int
+    partitioner: Callable[[Any, Any, int], int | None] | None = None
+    children: list[str] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)
+
+
+Node = SourceNode | ProcessorNodeDef | SinkNode
+
+
+@dataclass(frozen=True)
+class InternalTopic:
+    """A topic the application owns: repartition (``name`` without the application prefix)."""
+
+    name: str
+    num_partitions: int | None = None  # None: as many as the upstream source topics
+
+
+@dataclass
+class SubTopology:
+    id: int
+    nodes: list[Node]
+    source_topics: list[str]
+    sink_topics: list[str]
+    stores: list[str]
+
+    def source_nodes(self) -> list[SourceNode]:
+        return [n for n in self.nodes if isinstance(n, SourceNode)]
+
+
+class Topology:
+    """A DAG of sources, processors and sinks, plus the stores processors use."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, Node] = {}
+        self._stores: dict[str, StoreSpec] = {}
+        self._seq = 0
+        self._internal: dict[str, InternalTopic] = {}
+        self._copartition_groups: list[set[str]] = []
+        self._subtopologies: list[SubTopology] | None = None
+
+    # -- building -------------------------------------------------------------------------
+    def _next(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _check_new(self, name: str) -> None:
+        if not name:
+            raise TopologyException("node name must not be empty")
+        if name in self._nodes:
+            raise TopologyException(f"node {name!r} is already added")
+        self._subtopologies = None
+
+    def _connect(self, name: str, parents: Sequence[str]) -> None:
+        for p in parents:
+            parent = self._nodes.get(p)
+            if parent is None:
+                raise TopologyException(f"parent node {p!r} of {name!r} is not added yet")
+            if isinstance(parent, SinkNode):
+                raise TopologyException(f"sink {p!r} cannot have children ({name!r})")
+            parent.children.append(name)
+            self._nodes[name].parents.append(p)
+
+    def add_source(self, name: str, *topics: str, key_serde: Serde | None = None,
+                   value_serde: Serde | None = None) -> Topology:
+        self._check_new(name)
+        if not topics:
+            raise TopologyException(f"source {name!r} needs at least one topic")
+        for n in self._nodes.values():
+            if isinstance(n, SourceNode):
+                dup = set(n.topics) & set(topics)
+                if dup:
+                    raise TopologyException(f"topic(s) {sorted(dup)} already read by source {n.name!r}")
+        self._nodes[name] = SourceNode(name, list(topics), key_serde or BytesSerde(),
+                                       value_serde or BytesSerde(), self._next())
+        return self
+
+    def add_processor(self, name: str, supplier: ProcessorSupplier, *parents: str) -> Topology:
+        self._check_new(name)
+        if not parents:
+            raise TopologyException(f"processor {name!r} needs at least one parent")
+        self._nodes[name] = ProcessorNodeDef(name, supplier, self._next())
+        self._connect(name, parents)
+        return self
+
+    def add_sink(self, name: str, topic: str, *parents: str, key_serde: Serde | None = None,
+                 value_serde: Serde | None = None,
+                 partitioner: Callable[[Any, Any, int], int | None] | None = None) -> Topology:
+        self._check_new(name)
+        if not parents:
+            raise TopologyException(f"sink {name!r} needs at least one parent")
+        self._nodes[name] = SinkNode(name, topic, key_serde or BytesSerde(), value_serde or BytesSerde(),
+                                     self._next(), partitioner)
+        self._connect(name, parents)
+        return self
+
+    def add_state_store(self, spec: StoreSpec, *processor_names: str) -> Topology:
+        if spec.name in self._stores:
+            raise TopologyException(f"store {spec.name!r} is already added")
+        self._stores[spec.name] = spec
+        self.connect_processor_and_state_stores(spec.name, *processor_names)
+        return self
+
+    def connect_processor_and_state_stores(self, store: str, *processor_names: str) -> Topology:
+        if store not in self._stores:
+            raise TopologyException(f"store {store!r} is not added")
+        for pn in processor_names:
+            node = self._nodes.get(pn)
+            if not isinstance(node, ProcessorNodeDef):
+                raise TopologyException(f"{pn!r} is not a processor; stores connect to processors")
+            if store not in node.stores:
+                node.stores.append(store)
+        self._subtopologies = None
+        return self
+
+    def add_internal_topic(self, topic: InternalTopic) -> None:
+        self._internal[topic.name] = topic
+
+    def add_copartition_group(self, topics: set[str]) -> None:
+        self._copartition_groups.append(set(topics))
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def nodes(self) -> dict[str, Node]:
+        return self._nodes
+
+    @property
+    def stores(self) -> dict[str, StoreSpec]:
+        return self._stores
+
+    @property
+    def internal_topics(self) -> dict[str, InternalTopic]:
+        return self._internal
+
+    @property
+    def copartition_groups(self) -> list[set[str]]:
+        return self._copartition_groups
+
+    def subtopologies(self) -> list[SubTopology]:
+        """Connected components of the node graph, numbered by their earliest node."""
+        if self._subtopologies is not None:
+            return self._subtopologies
+        if not self._nodes:
+            raise TopologyException("topology has no nodes: add at least one source")
+        parent_of: dict[str, str] = {n: n for n in self._nodes}
+
+        def find(x: str) -> str:
+            while parent_of[x] != x:
+                parent_of[x] = parent_of[parent_of[x]]
+                x = parent_of[x]
+            return x
+
+        def union(a: str, b: str) -> None:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent_of[rb] = ra
+
+        store_users: dict[str, str] = {}
+        for node in self._nodes.values():
+            for c in node.children:
+                union(node.name, c)
+            if isinstance(node, ProcessorNodeDef):
+                for s in node.stores:
+                    if s in store_users:
+                        union(store_users[s], node.name)
+                    store_users[s] = node.name
+        groups: dict[str, list[Node]] = {}
+        for node in sorted(self._nodes.values(), key=lambda n: n.seq):
+            groups.setdefault(find(node.name), []).append(node)
+        subs = []
+        for i, members in enumerate(sorted(groups.values(), key=lambda ms: ms[0].seq)):
+            sources = [t for n in members if isinstance(n, SourceNode) for t in n.topics]
+            if not sources:
+                raise TopologyException(
+                    f"nodes {[n.name for n in members]} are not reachable from any source")
+            sinks = [n.topic for n in members if isinstance(n, SinkNode)]
+            stores = [s for n in members if isinstance(n, ProcessorNodeDef) for s in n.stores]
+            subs.append(SubTopology(i, members, sources, sinks, list(dict.fromkeys(stores))))
+        self._subtopologies = subs
+        return subs
+
+    def subtopology_of_store(self, store: str) -> SubTopology:
+        for st in self.subtopologies():
+            if store in st.stores:
+                return st
+        raise TopologyException(f"store {store!r} is not used by any processor")
+
+    def describe(self) -> str:
+        """Kafka Streams' ``TopologyDescription`` text."""
+        from instance.topology.describe import describe
+        return describe(self)
+
+    def __str__(self) -> str:
+        return self.describe()

@@ -1,0 +1,45 @@
+"""Shared fixtures: a Kafka-protocol broker for the whole test session.
+
+Set ``IQMESH_BOOTSTRAP=host:port`` to run against an existing broker (e.g. a real Apache Kafka);
+otherwise one noida-db dev broker is started lazily, on a free port, the first time a test asks for
+``bootstrap``, and stopped when the session ends.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from instance.devbroker import start_broker, stop_broker, wait_for_broker
+
+
+@pytest.fixture(scope="session")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a ready Kafka-protocol broker."""
+    external = os.environ.get("IQMESH_BOOTSTRAP")
+    if external:
+        wait_for_broker(external, timeout=30.0)
+        yield external
+        return
+    data_dir = tmp_path_factory.mktemp("broker")
+    handle = start_broker(data_dir)
+    try:
+        yield handle.bootstrap
+    finally:
+        stop_broker(data_dir)
+
+
+@pytest.fixture(scope="session")
+def admin(bootstrap: str) -> AdminClient:
+    """An AdminClient connected to ``bootstrap``."""
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique string for topic and group names."""
+    return uuid.uuid4().hex[:10]
