@@ -1,0 +1,5 @@
+"""In-process testing of topologies (Kafka Streams' TopologyTestDriver)."""
+
+from instance.testing.driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
+
+__all__ = ["TopologyTestDriver", "TestInputTopic", "TestOutputTopic"]

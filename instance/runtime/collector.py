@@ -1,0 +1,107 @@
+"""RecordCollector: the one producer of a stream thread (sinks, repartition topics, changelogs).
+
+The producer batches with ``linger.ms`` and partitions keyed records with librdkafka's
+``murmur2_random``, byte-identical to Kafka's Java default partitioner, so the router's partition
+for a key is the partition the record was written to.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from instance.errors import StreamsException
+from router.partitioner import LIBRDKAFKA_PARTITIONER
+
+
+def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
+                    transactional_id: str | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "partitioner": LIBRDKAFKA_PARTITIONER,
+        "linger.ms": 5,
+        "batch.num.messages": 10000,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576,
+        "enable.idempotence": True,
+        "acks": "all",
+    }
+    if transactional_id:
+        conf["transactional.id"] = transactional_id
+        conf["transaction.timeout.ms"] = 60_000
+    conf.update(overrides)
+    return conf
+
+
+class RecordCollector:
+    """Sends serialized records; remembers the first asynchronous send error and raises it at the
+    next flush, so a commit never covers records that were not written."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+        self._produce = producer.produce
+        self._poll = producer.poll
+        self._error: KafkaError | None = None
+        self._lock = threading.Lock()
+        #: last written offset per (topic, partition) that asked to be tracked (changelogs)
+        self.offsets: dict[tuple[str, int], int] = {}
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+             partition: int = -1) -> None:
+        try:
+            self._produce(topic, value, key, partition, timestamp=timestamp)
+        except BufferError:
+            self._send_after_room(topic, key, value, timestamp, partition)
+
+    def _send_after_room(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+                         partition: int) -> None:
+        while True:
+            self._poll(0.05)
+            try:
+                self._produce(topic, value, key, partition, timestamp=timestamp)
+                return
+            except BufferError:
+                continue
+
+    def send_tracked(self, topic: str, key: bytes, value: bytes | None, timestamp: int, partition: int) -> None:
+        """Send and record the offset it lands at (used for the last changelog record of a flush)."""
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                self._fail(err)
+            else:
+                tp = (msg.topic(), msg.partition())
+                if msg.offset() > self.offsets.get(tp, -1):
+                    self.offsets[tp] = msg.offset()
+        while True:
+            try:
+                self._produce(topic, value, key, partition, timestamp=timestamp, on_delivery=on_delivery)
+                return
+            except BufferError:
+                self._poll(0.05)
+
+    def _fail(self, err: KafkaError) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = err
+
+    def error_cb(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fail(err)
+
+    def flush(self, timeout: float = 60.0) -> None:
+        remaining = self.producer.flush(timeout)
+        if remaining:
+            raise StreamsException(f"{remaining} records were not acknowledged within {timeout}s")
+        self.check()
+
+    def check(self) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise StreamsException(f"producer failed: {err}") from KafkaException(err)
+
+    def poll(self) -> None:
+        self._poll(0)

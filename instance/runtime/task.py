@@ -1,0 +1,229 @@
+"""StreamTask: one sub-topology on one partition, with its own processors and stores.
+
+Records arrive in whole batches per input partition; the task keeps them in a
+:class:`PartitionGroup` and pushes each one depth-first through its processors, picking across
+input partitions the record with the lowest timestamp.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from instance.errors import SerializationException, StreamsException
+from instance.state.bytes_store import InMemoryBytesStore, RocksDBBytesStore
+from instance.state.kv_store import KeyValueStore
+from instance.topology.processor import ProcessorContext, RecordContext
+from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
+
+log = logging.getLogger(__name__)
+
+Sender = Callable[[str, bytes | None, bytes | None, int], None]
+
+
+@dataclass(frozen=True, order=True)
+class TaskId:
+    """``<sub-topology>_<partition>``, as Kafka Streams prints it."""
+
+    subtopology: int
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.subtopology}_{self.partition}"
+
+    @staticmethod
+    def parse(text: str) -> TaskId:
+        a, b = text.split("_")
+        return TaskId(int(a), int(b))
+
+
+class DeserializationHandler:
+    """``default.deserialization.exception.handler``: ``fail`` or ``log-and-continue``."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.skipped = 0
+
+    def __call__(self, exc: Exception, topic: str, partition: int, offset: int) -> None:
+        if self.mode == "log-and-continue":
+            self.skipped += 1
+            log.warning("skipping record that does not deserialize: topic=%s partition=%d offset=%d: %s",
+                        topic, partition, offset, exc)
+            return
+        raise SerializationException(f"record does not deserialize: {exc}", topic, partition, offset) from exc
+
+
+class PartitionGroup:
+    """Buffered records of a task's input partitions, released in timestamp order."""
+
+    def __init__(self, topics: list[str]) -> None:
+        self.queues: dict[str, deque[Any]] = {t: deque() for t in topics}
+
+    def add(self, topic: str, msgs: list[Any]) -> None:
+        self.queues[topic].extend(msgs)
+
+    def buffered(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+    def clear(self) -> None:
+        for q in self.queues.values():
+            q.clear()
+
+
+class StreamTask:
+    """An active task. ``process()`` drains the buffered records; ``flush()`` is the commit step."""
+
+    def __init__(self, task_id: TaskId, topology: Topology, subtopology: SubTopology, application_id: str,
+                 resolve_topic: Callable[[str], str], send: Sender, changelog_sender: Callable[..., Any],
+                 state_dir: Path | None, cache_max_entries: int, in_memory: bool,
+                 on_bad_record: DeserializationHandler) -> None:
+        self.id = task_id
+        self.partition = task_id.partition
+        self.subtopology = subtopology
+        self.record = RecordContext()
+        self.record.partition = task_id.partition
+        self.stream_time = -1
+        self._on_bad_record = on_bad_record
+        self.stores: dict[str, KeyValueStore] = {}
+        for name in subtopology.stores:
+            spec = topology.stores[name]
+            inner: Any
+            if in_memory or spec.in_memory or state_dir is None:
+                inner = InMemoryBytesStore(name)
+            else:
+                inner = RocksDBBytesStore(name, state_dir / str(task_id) / "rocksdb" / name)
+            changelog = (changelog_sender(spec.changelog_topic(application_id), task_id.partition)
+                         if spec.logging_enabled else None)
+            self.stores[name] = KeyValueStore(spec, inner, changelog, cache_max_entries)
+        self._processors: list[Any] = []
+        self.sources: dict[str, Callable[[Any], None]] = {}
+        self._build(topology, subtopology, application_id, resolve_topic, send)
+        self.group = PartitionGroup(list(self.sources))
+        self.committable: dict[str, int] = {}
+
+    # -- wiring ------------------------------------------------------------------------------
+    def _build(self, topology: Topology, st: SubTopology, app_id: str, resolve: Callable[[str], str],
+               send: Sender) -> None:
+        """Instantiate the processors children-first, so each node gets its children's callables."""
+        callables: dict[str, Callable[[Any, Any], None]] = {}
+        rc = self.record
+        pending = [n for n in st.nodes]
+        for node in reversed(pending):  # seq order is a topological order; reverse = children first
+            if isinstance(node, SinkNode):
+                callables[node.name] = _make_sink(resolve(node.topic), node, rc, send)
+            elif isinstance(node, ProcessorNodeDef):
+                proc = node.supplier()
+                children = [callables[c] for c in node.children]
+                stores = {s: self.stores[s] for s in node.stores}
+                ctx = ProcessorContext(str(self.id), node.name, rc, children, stores, app_id, self)
+                proc.init(ctx)
+                self._processors.append(proc)
+                callables[node.name] = proc.process
+            elif isinstance(node, SourceNode):
+                children = [callables[c] for c in node.children]
+                for topic in node.topics:
+                    self.sources[resolve(topic)] = self._make_source(resolve(topic), node, children)
+
+    def _make_source(self, topic: str, node: SourceNode, children: list[Callable[[Any, Any], None]]
+                     ) -> Callable[[Any], None]:
+        kd, vd = node.key_serde.deserialize, node.value_serde.deserialize
+        rc = self.record
+        handler = self._on_bad_record
+        fwd: Callable[[Any, Any], None]
+        if len(children) == 1:
+            fwd = children[0]
+        else:
+            def fwd(k: Any, v: Any) -> None:
+                for c in children:
+                    c(k, v)
+
+        def source(msg: Any) -> None:
+            rc.offset = off = msg.offset()
+            rc.timestamp = msg.timestamp()[1]
+            try:
+                k = kd(msg.key())
+                v = vd(msg.value())
+            except Exception as e:
+                handler(e, topic, msg.partition(), off)
+                return
+            fwd(k, v)
+        return source
+
+    # -- processing --------------------------------------------------------------------------
+    def add_records(self, topic: str, msgs: list[Any]) -> None:
+        self.group.add(topic, msgs)
+
+    def process(self) -> int:
+        """Process every buffered record; returns how many."""
+        queues = self.group.queues
+        nonempty = [t for t, q in queues.items() if q]
+        if not nonempty:
+            return 0
+        rc = self.record
+        n = 0
+        if len(nonempty) == 1:
+            topic = nonempty[0]
+            q = queues[topic]
+            source = self.sources[topic]
+            rc.topic = topic
+            for msg in q:
+                source(msg)
+            n = len(q)
+            last = q[-1]
+            q.clear()
+            self.committable[topic] = last.offset() + 1
+            if rc.timestamp > self.stream_time:
+                self.stream_time = rc.timestamp
+            return n
+        # several inputs: always take the head with the lowest timestamp
+        while True:
+            best = None
+            best_ts = 0
+            for t in nonempty:
+                q = queues[t]
+                if q:
+                    ts = q[0].timestamp()[1]
+                    if best is None or ts < best_ts:
+                        best, best_ts = t, ts
+            if best is None:
+                break
+            msg = queues[best].popleft()
+            rc.topic = best
+            self.sources[best](msg)
+            self.committable[best] = msg.offset() + 1
+            if best_ts > self.stream_time:
+                self.stream_time = best_ts
+            n += 1
+        return n
+
+    def flush(self) -> None:
+        """Commit step one: flush caches (forwarding downstream) and stores."""
+        for store in self.stores.values():
+            store.flush_cache()
+        for store in self.stores.values():
+            store.inner.flush()
+
+    def close(self) -> None:
+        errors = []
+        for p in self._processors:
+            try:
+                p.close()
+            except Exception as e:  # keep closing the rest
+                errors.append(e)
+        for store in self.stores.values():
+            store.close()
+        self.group.clear()
+        if errors:
+            raise StreamsException(f"task {self.id}: processor close failed: {errors[0]}") from errors[0]
+
+
+def _make_sink(topic: str, node: SinkNode, rc: RecordContext, send: Sender) -> Callable[[Any, Any], None]:
+    ks, vs = node.key_serde.serialize, node.value_serde.serialize
+
+    def sink(key: Any, value: Any) -> None:
+        send(topic, None if key is None else ks(key), None if value is None else vs(value), rc.timestamp)
+    return sink

@@ -1,0 +1,199 @@
+"""TopologyTestDriver: run a whole topology in-process, no broker.
+
+Every sub-topology runs as one task on partition 0 with in-memory stores; records written to a
+topic another sub-topology reads (repartition topics) are fed to it before ``pipe_input`` returns.
+As in Kafka Streams' driver, each piped record is followed by a commit, so caches flush and
+downstream sees every update.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from instance.config import StreamsConfig
+from instance.errors import StreamsException
+from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
+from instance.serde import BytesSerde, Serde
+from instance.state.kv_store import KeyValueStore
+from instance.topology.topology import Topology
+
+
+class _Msg:
+    """Shaped like confluent_kafka.Message where the runtime reads it."""
+
+    __slots__ = ("_t", "_p", "_o", "_ts", "_k", "_v")
+
+    def __init__(self, topic: str, partition: int, offset: int, ts: int, key: bytes | None,
+                 value: bytes | None) -> None:
+        self._t, self._p, self._o, self._ts, self._k, self._v = topic, partition, offset, ts, key, value
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._ts)
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def value(self) -> bytes | None:
+        return self._v
+
+
+class TopologyTestDriver:
+    def __init__(self, topology: Topology, config: StreamsConfig | dict[str, Any] | None = None,
+                 initial_wall_clock_ms: int = 0) -> None:
+        if isinstance(config, StreamsConfig):
+            cfg = config
+        else:
+            props = {"application.id": "test-driver", "bootstrap.servers": "dummy:1234"}
+            props.update(config or {})
+            cfg = StreamsConfig.from_properties(props)
+        self.config = cfg
+        self.topology = topology
+        self.wall_clock_ms = initial_wall_clock_ms
+        app = cfg.application_id
+        internal = set(topology.internal_topics)
+        self._resolve = lambda t: f"{app}-{t}" if t in internal else t
+        self._outputs: dict[str, deque[_Msg]] = {}
+        self._offsets: dict[str, int] = {}
+        self._pending: deque[_Msg] = deque()
+        self._by_topic: dict[str, StreamTask] = {}
+        self.tasks: list[StreamTask] = []
+        handler = DeserializationHandler(cfg.default_deserialization_exception_handler)
+        cache_entries = cfg.statestore_cache_max_bytes // 100
+        for st in topology.subtopologies():
+            task = StreamTask(TaskId(st.id, 0), topology, st, app, self._resolve, self._send,
+                              self._changelog_sender, None, cache_entries, True, handler)
+            self.tasks.append(task)
+            for topic in task.sources:
+                self._by_topic[topic] = task
+
+    def _changelog_sender(self, topic: str, partition: int) -> Any:
+        def send(kb: bytes, vb: bytes | None, ts: int) -> None:
+            self._send(topic, kb, vb, ts)
+        return send
+
+    def _send(self, topic: str, key: bytes | None, value: bytes | None, ts: int) -> None:
+        off = self._offsets.get(topic, 0)
+        self._offsets[topic] = off + 1
+        msg = _Msg(topic, 0, off, ts, key, value)
+        if topic in self._by_topic:
+            self._pending.append(msg)
+        else:
+            self._outputs.setdefault(topic, deque()).append(msg)
+
+    def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int | None = None) -> None:
+        task = self._by_topic.get(topic)
+        if task is None:
+            raise StreamsException(f"unknown topic {topic!r}: the topology reads {sorted(self._by_topic)}")
+        off = self._offsets.get(topic, 0)
+        self._offsets[topic] = off + 1
+        ts = self.wall_clock_ms if timestamp is None else timestamp
+        self._run(task, _Msg(topic, 0, off, ts, key, value))
+
+    def _run(self, task: StreamTask, msg: _Msg) -> None:
+        task.add_records(msg.topic(), [msg])
+        task.process()
+        self._commit()
+        while self._pending:
+            m = self._pending.popleft()
+            t = self._by_topic[m.topic()]
+            t.add_records(m.topic(), [m])
+            t.process()
+            self._commit()
+
+    def _commit(self) -> None:
+        for t in self.tasks:
+            t.flush()
+
+    def create_input_topic(self, topic: str, key_serde: Serde | None = None,
+                           value_serde: Serde | None = None) -> TestInputTopic:
+        return TestInputTopic(self, topic, key_serde or BytesSerde(), value_serde or BytesSerde())
+
+    def create_output_topic(self, topic: str, key_serde: Serde | None = None,
+                            value_serde: Serde | None = None) -> TestOutputTopic:
+        return TestOutputTopic(self, topic, key_serde or BytesSerde(), value_serde or BytesSerde())
+
+    def get_key_value_store(self, name: str) -> KeyValueStore:
+        for t in self.tasks:
+            if name in t.stores:
+                return t.stores[name]
+        raise StreamsException(f"no store {name!r} in the topology")
+
+    def advance_wall_clock_time(self, ms: int) -> None:
+        if ms < 0:
+            raise ValueError("wall-clock time only moves forward")
+        self.wall_clock_ms += ms
+
+    def read_output(self, topic: str) -> _Msg | None:
+        q = self._outputs.get(topic)
+        return q.popleft() if q else None
+
+    def close(self) -> None:
+        for t in self.tasks:
+            t.close()
+
+    def __enter__(self) -> TopologyTestDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TestInputTopic:
+    __test__ = False  # not a pytest class
+
+    def __init__(self, driver: TopologyTestDriver, topic: str, ks: Serde, vs: Serde) -> None:
+        self._d, self.topic, self._ks, self._vs = driver, topic, ks, vs
+
+    def pipe_input(self, key: Any, value: Any, timestamp: int | None = None) -> None:
+        self._d.pipe_raw(self.topic, self._ks.serialize(key), self._vs.serialize(value), timestamp)
+
+    def pipe_value_list(self, values: Iterable[Any]) -> None:
+        for v in values:
+            self.pipe_input(None, v)
+
+    def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]]) -> None:
+        for k, v in pairs:
+            self.pipe_input(k, v)
+
+
+class TestOutputTopic:
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, topic: str, ks: Serde, vs: Serde) -> None:
+        self._d, self.topic, self._ks, self._vs = driver, topic, ks, vs
+
+    def is_empty(self) -> bool:
+        return not self._d._outputs.get(self.topic)
+
+    def read_record(self) -> tuple[Any, Any, int]:
+        m = self._d.read_output(self.topic)
+        if m is None:
+            raise StreamsException(f"output topic {self.topic} is empty")
+        return self._ks.deserialize(m.key()), self._vs.deserialize(m.value()), m.timestamp()[1]
+
+    def read_key_value(self) -> tuple[Any, Any]:
+        k, v, _ = self.read_record()
+        return k, v
+
+    def read_value(self) -> Any:
+        return self.read_key_value()[1]
+
+    def read_key_values_to_list(self) -> list[tuple[Any, Any]]:
+        out = []
+        while not self.is_empty():
+            out.append(self.read_key_value())
+        return out
+
+    def read_key_values_to_map(self) -> dict[Any, Any]:
+        return dict(self.read_key_values_to_list())
