@@ -282,7 +282,8 @@ def start_broker(data_dir: Path, port: int | None = None, timeout: float = 30.0)
             if proc.poll() is not None:
                 raise BrokerError(
                     f"noida-db exited with code {proc.returncode} during start-up "
-                    f"(command: {' '.join(cmd)}).\nLast lines of {log_path}:\n{_log_tail(data_dir, log_start)}"
+                    f"(command: {' '.join(cmd)}).\nLast lines of {log_path}:\n"
+                    f"{_log_tail(data_dir, log_start)}"
                 )
             remaining = deadline - time.monotonic()
             if remaining <= 0:

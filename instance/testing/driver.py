@@ -86,12 +86,14 @@ class TopologyTestDriver:
         off = self._offsets.get(topic, 0)
         self._offsets[topic] = off + 1
         msg = _Msg(topic, 0, off, ts, key, value)
+        # as Kafka Streams' driver: every produced record is captured as output, and a record
+        # to a topic the topology reads (repartition or user topic) is also piped back in
+        self._outputs.setdefault(topic, deque()).append(msg)
         if topic in self._by_topic:
             self._pending.append(msg)
-        else:
-            self._outputs.setdefault(topic, deque()).append(msg)
 
-    def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int | None = None) -> None:
+    def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None,
+                 timestamp: int | None = None) -> None:
         task = self._by_topic.get(topic)
         if task is None:
             raise StreamsException(f"unknown topic {topic!r}: the topology reads {sorted(self._by_topic)}")

@@ -74,12 +74,11 @@ class StreamsBuilder:
         m = _materialized(materialized)
         ks = key_serde or m.key_serde or self.default_key_serde
         vs = value_serde or m.value_serde or self.default_value_serde
+        # as Kafka Streams: the generated store name takes its index before the two nodes
+        store = m.name or self.new_name(f"{topic}-STATE-STORE-")
         source = self.new_name("KSTREAM-SOURCE-")
         self.topology.add_source(source, topic, key_serde=ks, value_serde=vs)
         proc = self.new_name("KTABLE-SOURCE-")
-        store = m.name or f"{topic}-STATE-STORE-{self._index:010d}"
-        if m.name is None:
-            self._index += 1
         self.topology.add_processor(proc, lambda: P.TableSourceProcessor(store), source)
         self.topology.add_state_store(_spec(store, ks, vs, m), proc)
         return KTable(self, proc, store, ks, vs)
@@ -170,10 +169,11 @@ class KStream:
         base = name or self._b.new_name("KSTREAM-REPARTITION-")
         ks = key_serde or self.key_serde or self._b.default_key_serde
         vs = value_serde or self.value_serde or self._b.default_value_serde
-        source = _insert_repartition(self._b, self.node, base, ks, vs, num_partitions, self._b.new_name)
+        source = _insert_repartition(self._b, self.node, base, ks, vs, num_partitions)
         return KStream(self._b, source, ks, vs, repartition_required=False)
 
-    def group_by_key(self, key_serde: Serde | None = None, value_serde: Serde | None = None) -> KGroupedStream:
+    def group_by_key(self, key_serde: Serde | None = None,
+                     value_serde: Serde | None = None) -> KGroupedStream:
         return KGroupedStream(self._b, self.node, key_serde or self.key_serde or self._b.default_key_serde,
                               value_serde or self.value_serde or self._b.default_value_serde,
                               self.repartition_required)
@@ -195,14 +195,13 @@ class KStream:
 
 
 def _insert_repartition(b: StreamsBuilder, parent: str, base: str, ks: Serde, vs: Serde,
-                        num_partitions: int | None, new_name: Callable[[str], str],
-                        sink_first: bool = False) -> str:
+                        num_partitions: int | None) -> str:
     """sink → ``<base>-repartition`` → source; returns the source node's name."""
     topic = f"{base}-repartition"
-    if sink_first:  # Kafka Streams names the sink before the filter when grouping
-        sink, filt = new_name("KSTREAM-SINK-"), new_name("KSTREAM-FILTER-")
-    else:
-        filt, sink = new_name("KSTREAM-FILTER-"), new_name("KSTREAM-SINK-")
+    # Kafka Streams (createRepartitionedSource, used by grouping and repartition()) names the
+    # sink, then the filter, then the source
+    new_name = b.new_name
+    sink, filt = new_name("KSTREAM-SINK-"), new_name("KSTREAM-FILTER-")
     b.topology.add_processor(filt, P.DropNullKeyProcessor, parent)
     b.topology.add_sink(sink, topic, filt, key_serde=ks, value_serde=vs)
     source = new_name("KSTREAM-SOURCE-")
@@ -224,10 +223,12 @@ class BranchedKStream:
         if self._done:
             raise TopologyException("split() already ended with default_branch() or no_default_branch()")
         self._branches.append((name or str(len(self._branches) + 1), predicate))
+        self._stream._b.new_name("KSTREAM-BRANCHCHILD-")  # Kafka Streams burns an index per branch
         return self
 
     def default_branch(self, name: str | None = None) -> dict[str, KStream]:
         self._branches.append((name or "0", None))
+        self._stream._b.new_name("KSTREAM-BRANCHCHILD-")
         return self._finish()
 
     def no_default_branch(self) -> dict[str, KStream]:
@@ -260,12 +261,12 @@ class KGroupedStream:
     def _aggregate(self, prefix: str, m: Materialized, agg_value_serde: Serde,
                    make: Callable[[str], Any]) -> KTable:
         b = self._b
-        node = b.new_name(prefix)
+        # as Kafka Streams: a generated store name takes its index before the processor's name
         store = m.name or b.new_name(f"{prefix}STATE-STORE-")
+        node = b.new_name(prefix)
         parent = self.node
         if self.repartition_required:
-            parent = _insert_repartition(b, self.node, store, self.key_serde, self.value_serde, None,
-                                         b.new_name, sink_first=True)
+            parent = _insert_repartition(b, self.node, store, self.key_serde, self.value_serde, None)
         ks = m.key_serde or self.key_serde
         vs = m.value_serde or agg_value_serde
         b.topology.add_processor(node, lambda: make(store), parent)

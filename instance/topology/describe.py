@@ -1,4 +1,9 @@
-"""Topology.describe() in Kafka Streams' text format."""
+"""Topology.describe() in Kafka Streams' text format.
+
+Nodes are listed as Kafka Streams' ``TopologyDescription`` orders them: by the size of the
+sub-tree they root (largest first, counting every path, as ``InternalTopologyBuilder.updateSize``
+does), ties broken by name; successors and predecessors are listed in that same order.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,12 @@ if TYPE_CHECKING:
     from instance.topology.topology import Node, Topology
 
 
-def _depth(node: Node, nodes: dict[str, Node], memo: dict[str, int]) -> int:
+def _size(node: Node, nodes: dict[str, Node], memo: dict[str, int]) -> int:
     if node.name in memo:
         return memo[node.name]
-    d = 0 if not node.parents else 1 + max(_depth(nodes[p], nodes, memo) for p in node.parents)
-    memo[node.name] = d
-    return d
+    s = 1 + sum(_size(nodes[c], nodes, memo) for c in node.children)
+    memo[node.name] = s
+    return s
 
 
 def describe(topology: Topology) -> str:
@@ -21,10 +26,17 @@ def describe(topology: Topology) -> str:
 
     nodes = topology.nodes
     memo: dict[str, int] = {}
-    lines = ["Topologies:"]
+
+    def order(names: list[str]) -> list[str]:
+        return sorted(names, key=lambda n: (-_size(nodes[n], nodes, memo), n))
+
+    # Kafka Streams: "Topologies:\n " then "  " before every sub-topology, so the first one is
+    # indented by three spaces and the following ones by two.
+    parts = ["Topologies:\n "]
     for st in topology.subtopologies():
-        lines.append(f"   Sub-topology: {st.id}")
-        for node in sorted(st.nodes, key=lambda n: (_depth(n, nodes, memo), n.name)):
+        lines = [f"  Sub-topology: {st.id}"]
+        for name in order([n.name for n in st.nodes]):
+            node = nodes[name]
             if isinstance(node, SourceNode):
                 lines.append(f"    Source: {node.name} (topics: [{', '.join(node.topics)}])")
             elif isinstance(node, ProcessorNodeDef):
@@ -32,8 +44,8 @@ def describe(topology: Topology) -> str:
             elif isinstance(node, SinkNode):
                 lines.append(f"    Sink: {node.name} (topic: {node.topic})")
             if not isinstance(node, SinkNode):
-                lines.append(f"      --> {', '.join(node.children) if node.children else 'none'}")
-            if node.parents:
-                lines.append(f"      <-- {', '.join(node.parents)}")
-        lines.append("")
-    return "\n".join(lines) + "\n"
+                lines.append(f"      --> {', '.join(order(node.children)) if node.children else 'none'}")
+            if not isinstance(node, SourceNode):
+                lines.append(f"      <-- {', '.join(order(node.parents)) if node.parents else 'none'}")
+        parts.append("\n".join(lines) + "\n\n")
+    return "".join(parts)

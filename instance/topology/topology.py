@@ -96,14 +96,20 @@ class Topology:
             raise TopologyException(f"node {name!r} is already added")
         self._subtopologies = None
 
-    def _connect(self, name: str, parents: Sequence[str]) -> None:
+    def _check_parents(self, name: str, parents: Sequence[str]) -> None:
+        """Validate before anything is added, so a rejected node leaves the topology unchanged."""
         for p in parents:
+            if p == name:
+                raise TopologyException(f"node {name!r} cannot be its own parent")
             parent = self._nodes.get(p)
             if parent is None:
                 raise TopologyException(f"parent node {p!r} of {name!r} is not added yet")
             if isinstance(parent, SinkNode):
                 raise TopologyException(f"sink {p!r} cannot have children ({name!r})")
-            parent.children.append(name)
+
+    def _connect(self, name: str, parents: Sequence[str]) -> None:
+        for p in parents:
+            self._nodes[p].children.append(name)
             self._nodes[name].parents.append(p)
 
     def add_source(self, name: str, *topics: str, key_serde: Serde | None = None,
@@ -124,6 +130,7 @@ class Topology:
         self._check_new(name)
         if not parents:
             raise TopologyException(f"processor {name!r} needs at least one parent")
+        self._check_parents(name, parents)
         self._nodes[name] = ProcessorNodeDef(name, supplier, self._next())
         self._connect(name, parents)
         return self
@@ -134,6 +141,7 @@ class Topology:
         self._check_new(name)
         if not parents:
             raise TopologyException(f"sink {name!r} needs at least one parent")
+        self._check_parents(name, parents)
         self._nodes[name] = SinkNode(name, topic, key_serde or BytesSerde(), value_serde or BytesSerde(),
                                      self._next(), partitioner)
         self._connect(name, parents)
@@ -142,6 +150,9 @@ class Topology:
     def add_state_store(self, spec: StoreSpec, *processor_names: str) -> Topology:
         if spec.name in self._stores:
             raise TopologyException(f"store {spec.name!r} is already added")
+        for pn in processor_names:
+            if not isinstance(self._nodes.get(pn), ProcessorNodeDef):
+                raise TopologyException(f"{pn!r} is not a processor; stores connect to processors")
         self._stores[spec.name] = spec
         self.connect_processor_and_state_stores(spec.name, *processor_names)
         return self

@@ -1,0 +1,201 @@
+"""The ``iqmesh`` command: run, get, metadata, describe, broker, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from instance.errors import StreamsException
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
+                   help="any setting by its Kafka Streams name, e.g. num.standby.replicas=1 (repeatable)")
+    p.add_argument("--config-file", help="a .properties file of settings (flags and --config win)")
+
+
+def build_properties(args: argparse.Namespace, shortcuts: dict[str, Any]) -> dict[str, Any]:
+    """Settings from the properties file, then --config, then the named flags."""
+    from instance.config import load_properties_file
+
+    props: dict[str, Any] = {}
+    if args.config_file:
+        props.update(load_properties_file(args.config_file))
+    for item in args.config:
+        if "=" not in item:
+            raise StreamsException(f"--config expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        props[k.strip()] = v.strip()
+    props.update({k: v for k, v in shortcuts.items() if v is not None})
+    return props
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from instance.app_loader import load_topology
+    from instance.config import StreamsConfig
+    from instance.runtime.kafka_streams import KafkaStreams
+    from instance.runtime.states import State
+    from instance.server.servicer import QueryServer
+
+    props = build_properties(args, {
+        "application.id": args.application_id, "group.instance.id": args.instance_id,
+        "bootstrap.servers": args.bootstrap, "state.dir": args.state_dir,
+    })
+    if args.grpc_port is not None and "application.server" not in props:
+        props["application.server"] = f"{args.advertised_host}:{args.grpc_port}"
+    config = StreamsConfig.from_properties(props)
+    if not config.application_server:
+        raise StreamsException("give --grpc-port (or application.server=host:port) so the instance can "
+                               "answer queries")
+    grpc_port = args.grpc_port if args.grpc_port is not None else int(config.application_server.rsplit(":")[1])
+    topology = load_topology(args.app)
+    streams = KafkaStreams(topology, config)
+    server = QueryServer(streams, grpc_port)
+    done = threading.Event()
+
+    def on_state(new: State, old: State) -> None:
+        print(f"[{config.instance_id or config.application_id}] state {old.name} -> {new.name}", flush=True)
+        server.set_serving(new is State.RUNNING)
+        if new in (State.ERROR, State.NOT_RUNNING):
+            done.set()
+
+    streams.set_state_listener(on_state)
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    server.start()
+    streams.start()
+    print(f"[{config.instance_id}] serving queries on {config.application_server}", flush=True)
+    done.wait()
+    failed = streams.state is State.ERROR
+    streams.close()
+    server.stop()
+    if failed:
+        print(f"[{config.instance_id}] stopped with an error: {streams.last_error}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    import grpc
+
+    from router.client import QueryClient
+
+    with QueryClient(args.target, timeout=args.timeout) as client:
+        try:
+            r = client.get(args.store, args.key, allow_stale=args.allow_stale, max_lag=args.max_lag,
+                           position=args.position or "")
+        except grpc.RpcError as e:
+            print(json.dumps({"error": e.code().name, "message": e.details()}), flush=True)
+            return 2
+    print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.value,
+                      "metadata": r.metadata}), flush=True)
+    return 0
+
+
+def cmd_metadata(args: argparse.Namespace) -> int:
+    from google.protobuf.json_format import MessageToDict
+
+    from router.client import QueryClient
+
+    with QueryClient(args.target, timeout=args.timeout) as client:
+        reply = client.metadata()
+    print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True), indent=2), flush=True)
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from instance.app_loader import load_topology
+
+    print(load_topology(args.app).describe(), end="", flush=True)
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from instance import devbroker
+
+    data_dir = Path(args.data_dir)
+    if args.action == "start":
+        h = devbroker.start_broker(data_dir, port=args.port)
+        print(h.bootstrap, flush=True)
+    elif args.action == "stop":
+        print("stopped" if devbroker.stop_broker(data_dir) else "not running", flush=True)
+    else:
+        h2 = devbroker.broker_status(data_dir)
+        print(f"running at {h2.bootstrap} (pid {h2.pid})" if h2 else "not running", flush=True)
+        return 0 if h2 else 1
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from instance.demo import run_demo
+
+    return run_demo(Path(args.data_dir), lines=args.lines, exit_when_ready=args.exit_when_ready)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="iqmesh", description=__doc__)
+    ap.add_argument("--log-level", default="WARNING")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run one instance of an application until SIGTERM")
+    p.add_argument("app", help="application file with build() -> Topology, e.g. examples/wordcount.py")
+    p.add_argument("--application-id")
+    p.add_argument("--instance-id", help="group.instance.id (static membership) and instance name")
+    p.add_argument("--bootstrap", help="bootstrap.servers")
+    p.add_argument("--grpc-port", type=int, help="port of the query server (application.server port)")
+    p.add_argument("--advertised-host", default="127.0.0.1", help="host part of application.server")
+    p.add_argument("--state-dir", help="state.dir")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("get", help="query one key through any instance")
+    p.add_argument("--target", required=True, help="HOST:PORT of any instance")
+    p.add_argument("--store", required=True)
+    p.add_argument("--key", required=True)
+    p.add_argument("--allow-stale", action="store_true")
+    p.add_argument("--max-lag", type=int, default=-1)
+    p.add_argument("--position", help="consistency token from an earlier reply")
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.set_defaults(func=cmd_get)
+
+    p = sub.add_parser("metadata", help="print the routing table as JSON")
+    p.add_argument("--target", required=True)
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.set_defaults(func=cmd_metadata)
+
+    p = sub.add_parser("describe", help="print the topology of an application file")
+    p.add_argument("app")
+    p.set_defaults(func=cmd_describe)
+
+    p = sub.add_parser("broker", help="the embedded dev broker (noida-db)")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--port", type=int)
+    p.add_argument("--data-dir", default=".iqmesh/broker")
+    p.set_defaults(func=cmd_broker)
+
+    p = sub.add_parser("demo", help="broker + 3 word-count instances + sample text; prints how to query")
+    p.add_argument("--data-dir", default=".iqmesh/demo")
+    p.add_argument("--lines", type=int, default=2000)
+    p.add_argument("--exit-when-ready", action="store_true", help="verify, print, stop everything")
+    p.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except StreamsException as e:
+        print(f"iqmesh: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Run several instances of an application as local processes (the demo and integration tests).
+
+Each instance is a real ``iqmesh run`` process with its own state dir and gRPC port.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+WORDS = ("kafka streams table stream state store query mesh router partition task thread commit "
+         "offset changelog standby replica rebalance restore window join cache punctuate record "
+         "key value topic broker consumer producer group python rocksdb grpc instance").split()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def sample_lines(n: int, seed: int = 7) -> list[str]:
+    """Lines of 3–12 words with punctuation and mixed case (the word-count demo input)."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [rnd.choice(WORDS) for _ in range(rnd.randint(3, 12))]
+        words = [w.upper() if rnd.random() < 0.1 else w for w in words]
+        out.append(" ".join(words) + rnd.choice([".", "!", "?", ",", ""]))
+    return out
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic not in admin.list_topics(timeout=10).topics:
+        fut = admin.create_topics([NewTopic(topic, partitions, 1)])[topic]
+        try:
+            fut.result()
+        except Exception as e:
+            if "already exists" not in str(e).lower():
+                raise
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        t = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {topic} not ready")
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]]) -> int:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
+    n = 0
+    for k, v in records:
+        while True:
+            try:
+                p.produce(topic, v, k)
+                break
+            except BufferError:
+                p.poll(0.05)
+        n += 1
+    if p.flush(60):
+        raise RuntimeError("not every record was acknowledged")
+    return n
+
+
+@dataclass
+class Instance:
+    instance_id: str
+    port: int
+    state_dir: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@dataclass
+class LocalCluster:
+    bootstrap: str
+    app_file: str
+    application_id: str
+    base_dir: Path
+    size: int = 3
+    extra_config: Sequence[str] = ()
+    instances: list[Instance] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.instances:
+            for i in range(self.size):
+                iid = f"{self.application_id}-{i}"
+                d = self.base_dir / iid
+                self.instances.append(Instance(iid, free_port(), d / "state", d / "instance.log"))
+
+    def start(self, which: Iterable[int] | None = None) -> None:
+        for i in (range(len(self.instances)) if which is None else which):
+            inst = self.instances[i]
+            inst.state_dir.mkdir(parents=True, exist_ok=True)
+            cmd = [sys.executable, "-m", "instance.cli", "run", self.app_file,
+                   "--application-id", self.application_id, "--instance-id", inst.instance_id,
+                   "--bootstrap", self.bootstrap, "--grpc-port", str(inst.port),
+                   "--state-dir", str(inst.state_dir)]
+            for c in self.extra_config:
+                cmd += ["--config", c]
+            log = open(inst.log_path, "ab")  # noqa: SIM115 - owned by the child process
+            inst.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            log.close()
+
+    def signal(self, i: int, sig: int = signal.SIGTERM) -> None:
+        p = self.instances[i].proc
+        if p is not None and p.poll() is None:
+            p.send_signal(sig)
+
+    def wait_exit(self, i: int, timeout: float = 60.0) -> int:
+        p = self.instances[i].proc
+        assert p is not None
+        return p.wait(timeout)
+
+    def running(self) -> list[Instance]:
+        return [x for x in self.instances if x.proc is not None and x.proc.poll() is None]
+
+    def stop(self, timeout: float = 60.0) -> None:
+        for i, inst in enumerate(self.instances):
+            if inst.proc is not None and inst.proc.poll() is None:
+                self.signal(i, signal.SIGTERM)
+        for inst in self.instances:
+            if inst.proc is not None:
+                try:
+                    inst.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    inst.proc.kill()
+                    inst.proc.wait(10)
+
+    def logs(self) -> str:
+        out = []
+        for inst in self.instances:
+            if inst.log_path.exists():
+                out.append(f"--- {inst.instance_id}\n" + inst.log_path.read_text()[-4000:])
+        return "\n".join(out)
+
+    def wait_running(self, timeout: float = 90.0, expected: int | None = None) -> None:
+        """Until every live instance reports RUNNING with all tasks assigned and restored."""
+        from router.client import QueryClient
+
+        want = expected if expected is not None else len(self.running())
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            for inst in self.running():
+                try:
+                    with QueryClient(inst.target, timeout=2) as c:
+                        md = c.metadata()
+                except Exception as e:
+                    last = str(e)
+                    break
+                alive = [i for i in md.instances if i.alive and i.state == "RUNNING"]
+                if len(alive) != want or any(i.restoring_tasks for i in alive):
+                    last = f"{inst.instance_id} sees {[(i.instance_id, i.state, i.alive) for i in md.instances]}"
+                    break
+                owned = [t for i in alive for t in i.active_tasks]
+                total = sum(md.store_partitions.values())
+                if len(owned) < total or len(set(owned)) != len(owned):
+                    last = f"tasks not settled: {sorted(owned)}"
+                    break
+            else:
+                return
+            time.sleep(0.3)
+        raise TimeoutError(f"cluster not RUNNING within {timeout}s: {last}\n{self.logs()}")

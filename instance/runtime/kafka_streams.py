@@ -1,0 +1,245 @@
+"""KafkaStreams: the client that runs a topology on this instance and answers for its state."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from instance.config import StreamsConfig
+from instance.errors import (
+    IllegalStateException,
+    InvalidStateStoreException,
+    StreamsException,
+    StreamsNotStartedException,
+    UnknownStateStoreException,
+)
+from instance.runtime import internal_topics
+from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
+from instance.runtime.restore import StateRestoreListener
+from instance.runtime.states import State, StateListener, StateMachine
+from instance.runtime.stream_thread import StreamThread, ThreadState
+from instance.topology.topology import Topology
+from router.metadata import NOT_AVAILABLE, ClusterView, InstanceInfo, KeyQueryMetadata
+from router.partitioner import default_partition
+
+log = logging.getLogger(__name__)
+
+
+class StreamThreadExceptionResponse(enum.Enum):
+    """What the uncaught-exception handler asks for (Kafka Streams' names)."""
+
+    REPLACE_THREAD = 0
+    SHUTDOWN_CLIENT = 1
+    SHUTDOWN_APPLICATION = 2
+
+
+UncaughtExceptionHandler = Callable[[BaseException], StreamThreadExceptionResponse]
+
+
+@dataclass(frozen=True)
+class LocalRead:
+    """A value read from a local store, with what the reply's read metadata needs."""
+
+    found: bool
+    value: Any
+    partition: int
+    restoring: bool
+
+
+class KafkaStreams:
+    def __init__(self, topology: Topology, config: StreamsConfig | Mapping[str, Any]) -> None:
+        self.config = config if isinstance(config, StreamsConfig) else StreamsConfig.from_properties(config)
+        self.topology = topology
+        topology.subtopologies()
+        self._sm = StateMachine()
+        self._handler: UncaughtExceptionHandler | None = None
+        self.restore_listener: StateRestoreListener | None = None
+        self.threads: list[StreamThread] = []
+        self.layout: internal_topics.TopicLayout | None = None
+        self.instance_id = self.config.instance_id or f"{self.config.application_id}-{id(self):x}"
+        self.view = ClusterView(liveness_ms=max(3000, 3 * self.config.heartbeat_interval_ms))
+        self._metadata: MetadataService | None = None
+        self._assigned_at_ms = 0
+        self._close_lock = threading.Lock()
+        self.last_error: BaseException | None = None
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def state(self) -> State:
+        return self._sm.state
+
+    def set_state_listener(self, listener: StateListener) -> None:
+        if self.state is not State.CREATED:
+            raise IllegalStateException("the state listener can only be set in state CREATED")
+        self._sm.listener = listener
+
+    def set_uncaught_exception_handler(self, handler: UncaughtExceptionHandler) -> None:
+        if self.state is not State.CREATED:
+            raise IllegalStateException("the exception handler can only be set in state CREATED")
+        self._handler = handler
+
+    def wait_for_state(self, states: set[State], timeout: float) -> bool:
+        return self._sm.wait_for(states, timeout)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.state is not State.CREATED:
+            raise IllegalStateException(f"start() is only allowed in state CREATED, not {self.state.name}")
+        self._sm.set(State.REBALANCING)
+        try:
+            admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers})
+            self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
+                                                  self.config.replication_factor)
+            ensure_metadata_topic(admin, self.config.application_id, self.config.replication_factor)
+        except BaseException:
+            self._sm.set(State.PENDING_ERROR)
+            self._sm.set(State.ERROR)
+            raise
+        self._metadata = MetadataService(self.config.bootstrap_servers, self.config.application_id,
+                                         self.instance_id, self.instance_info, self.view,
+                                         self.config.heartbeat_interval_ms)
+        self._metadata.start()
+        for i in range(self.config.num_stream_threads):
+            self._start_thread(i + 1)
+
+    def _start_thread(self, index: int) -> None:
+        assert self.layout is not None
+        t = StreamThread(index, self.config, self.topology, self.layout, self._on_thread_state,
+                         self._on_thread_error, self.restore_listener)
+        self.threads.append(t)
+        t.start()
+
+    def _on_thread_state(self, thread: StreamThread, s: ThreadState) -> None:
+        if s in (ThreadState.PARTITIONS_REVOKED, ThreadState.PARTITIONS_ASSIGNED):
+            if s is ThreadState.PARTITIONS_ASSIGNED:
+                self._assigned_at_ms = int(time.time() * 1000)
+            self._sm.set(State.REBALANCING)
+        elif s is ThreadState.RUNNING:
+            if all(t.state is ThreadState.RUNNING for t in self.threads if t.state is not ThreadState.DEAD):
+                self._sm.set(State.RUNNING)
+        if self._metadata is not None:
+            self._metadata.publish_now()
+
+    def _on_thread_error(self, thread: StreamThread, exc: BaseException) -> None:
+        self.last_error = exc
+        log.error("stream thread %s died: %s", thread.name, exc, exc_info=exc)
+        response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+        if self._handler is not None:
+            try:
+                response = self._handler(exc)
+            except Exception:
+                log.exception("uncaught-exception handler failed; shutting the client down")
+        if response is StreamThreadExceptionResponse.REPLACE_THREAD and self.state.is_running_or_rebalancing():
+            self.threads.remove(thread)
+            self._start_thread(thread.index)
+            return
+        # SHUTDOWN_APPLICATION cannot reach other instances without assignment userdata: this
+        # instance shuts down like SHUTDOWN_CLIENT (see docs/architecture.md)
+        if self._sm.set(State.PENDING_ERROR):
+            threading.Thread(target=self._shutdown, args=(State.ERROR,), daemon=True).start()
+
+    def close(self, timeout: float = 60.0) -> bool:
+        """Stop every thread (committing), publish NOT_RUNNING; True if done within ``timeout``."""
+        if self.state in (State.NOT_RUNNING, State.ERROR):
+            return True
+        if self.state is State.CREATED:
+            self._sm.set(State.PENDING_SHUTDOWN)
+            self._sm.set(State.NOT_RUNNING)
+            return True
+        self._sm.set(State.PENDING_SHUTDOWN)
+        return self._shutdown(State.NOT_RUNNING, timeout)
+
+    def _shutdown(self, final: State, timeout: float = 60.0) -> bool:
+        with self._close_lock:
+            deadline = time.monotonic() + timeout
+            for t in self.threads:
+                t.shutdown()
+            ok = True
+            for t in self.threads:
+                if t is not threading.current_thread():
+                    t.join(max(0.0, deadline - time.monotonic()))
+                    ok = ok and not t.is_alive()
+            self._sm.set(final)
+            if self._metadata is not None:
+                self._metadata.stop(final=self.instance_info())
+                self._metadata = None
+            return ok
+
+    # -- metadata -----------------------------------------------------------------------------
+    def instance_info(self) -> InstanceInfo:
+        active: list[str] = []
+        restoring: list[str] = []
+        for t in self.threads:
+            for tid in list(t.tasks):
+                (restoring if tid in t.restoring else active).append(str(tid))
+        return InstanceInfo(
+            instance_id=self.instance_id,
+            endpoint=self.config.application_server,
+            state=self.state.name,
+            active_tasks=tuple(sorted(active)),
+            restoring_tasks=tuple(sorted(restoring)),
+            assignment_version=sum(t.assignment_version for t in self.threads),
+            assigned_at_ms=self._assigned_at_ms,
+            heartbeat_ms=int(time.time() * 1000),
+        )
+
+    def metadata_for_all_streams_clients(self) -> list[InstanceInfo]:
+        return self.view.instances()
+
+    def _store_partition(self, store: str, key: Any) -> tuple[int, int]:
+        """(sub-topology, partition) that holds ``key`` in ``store``."""
+        if store not in self.topology.stores:
+            raise UnknownStateStoreException(
+                f"unknown store {store!r}; this topology has {sorted(self.topology.stores)}")
+        if self.layout is None:
+            raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
+        spec = self.topology.stores[store]
+        st = self.topology.subtopology_of_store(store)
+        kb = spec.key_serde.serialize(key)
+        if kb is None:
+            raise ValueError("key must not be None")
+        return st.id, default_partition(kb, self.layout.tasks_per_subtopology[st.id])
+
+    def query_metadata_for_key(self, store: str, key: Any) -> KeyQueryMetadata:
+        """Where ``key`` of ``store`` lives: active host, standby hosts, partition."""
+        if self.state is State.CREATED:
+            raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
+        sub, partition = self._store_partition(store, key)
+        if not self.state.is_running_or_rebalancing():
+            return NOT_AVAILABLE
+        md = self.view.key_query_metadata(sub, partition)
+        return md if md.available else NOT_AVAILABLE
+
+    def read_local(self, store: str, key: Any) -> LocalRead:
+        """Read ``key`` from this instance's store, or raise InvalidStateStoreException."""
+        if not self.state.is_running_or_rebalancing():
+            raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
+        _, partition = self._store_partition(store, key)
+        for t in self.threads:
+            found = t.local_store(store, partition)
+            if found is not None:
+                task, restoring = found
+                value = task.stores[store].query_get(key)
+                return LocalRead(value is not None, value, partition, restoring)
+        raise InvalidStateStoreException(
+            f"store {store!r} partition {partition} is not hosted on this instance (migrated?)")
+
+    def parse_key(self, store: str, text: str) -> Any:
+        if store not in self.topology.stores:
+            raise UnknownStateStoreException(
+                f"unknown store {store!r}; this topology has {sorted(self.topology.stores)}")
+        try:
+            return self.topology.stores[store].key_serde.parse(text)
+        except Exception as e:
+            raise ValueError(f"key {text!r} is not a valid {self.topology.stores[store].key_serde.name} "
+                             f"key: {e}") from e
+
+
+__all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse", "StreamsException", "LocalRead"]

@@ -1,0 +1,140 @@
+"""Changelog restoration with its own consumer (no group), one batch per call.
+
+A task whose stores are not yet rebuilt stays RESTORING (its input partitions paused on the main
+consumer) until every changelog partition of it has been read to the end offset taken when
+restoration started. The stream thread calls :meth:`ChangelogReader.step` between polls, so
+restoring never blocks the group heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from instance.state.kv_store import KeyValueStore
+
+log = logging.getLogger(__name__)
+
+
+class StateRestoreListener(Protocol):
+    """Kafka Streams' StateRestoreListener."""
+
+    def on_restore_start(self, topic: str, partition: int, store: str, start: int, end: int) -> None: ...
+
+    def on_batch_restored(self, topic: str, partition: int, store: str, batch_end: int, n: int) -> None: ...
+
+    def on_restore_end(self, topic: str, partition: int, store: str, total: int) -> None: ...
+
+
+@dataclass
+class _Restoring:
+    owner: Any            # the task (anything hashable with an ``id``)
+    store: KeyValueStore
+    end: int              # end offset when restoration started (exclusive)
+    position: int         # next offset to apply
+    restored: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class ChangelogReader:
+    def __init__(self, consumer_conf: dict[str, Any], listener: StateRestoreListener | None = None) -> None:
+        conf = dict(consumer_conf)
+        conf.setdefault("enable.auto.commit", False)
+        conf.setdefault("enable.partition.eof", False)
+        self._consumer = Consumer(conf)
+        self._parts: dict[tuple[str, int], _Restoring] = {}
+        self.listener = listener
+        self.total_restored = 0
+
+    def end_offsets(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
+        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        return int(low), int(high)
+
+    def register(self, owner: Any, store: KeyValueStore, topic: str, partition: int,
+                 start: int | None) -> bool:
+        """Start restoring ``store`` from ``start`` (None: the beginning). False if nothing to do."""
+        low, high = self.end_offsets(topic, partition)
+        begin = low if start is None else max(start, low)
+        if begin >= high:
+            return False
+        self._parts[(topic, partition)] = _Restoring(owner, store, high, begin)
+        if self.listener:
+            self.listener.on_restore_start(topic, partition, store.name, begin, high)
+        self._reassign()
+        return True
+
+    def _reassign(self) -> None:
+        tps = [TopicPartition(t, p, r.position if r.position > 0 else OFFSET_BEGINNING)
+               for (t, p), r in self._parts.items()]
+        self._consumer.assign(tps)
+
+    def remove_owner(self, owner: Any) -> None:
+        gone = [tp for tp, r in self._parts.items() if r.owner is owner]
+        for tp in gone:
+            del self._parts[tp]
+        if gone:
+            self._reassign()
+
+    def is_restoring(self, owner: Any) -> bool:
+        return any(r.owner is owner for r in self._parts.values())
+
+    def lag(self, owner: Any) -> int:
+        return sum(max(0, r.end - r.position) for r in self._parts.values() if r.owner is owner)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._parts)
+
+    def step(self, max_records: int = 10_000, timeout: float = 0.05,
+             on_done: Callable[[Any], None] | None = None) -> int:
+        """Apply one batch; call ``on_done(owner)`` for each owner whose changelogs are all read."""
+        if not self._parts:
+            return 0
+        msgs = self._consumer.consume(num_messages=max_records, timeout=timeout)
+        batches: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
+        last: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            if m.error():
+                continue
+            tp = (m.topic(), m.partition())
+            batches.setdefault(tp, []).append((m.key(), m.value()))
+            last[tp] = m.offset()
+        n = 0
+        for tp, batch in batches.items():
+            r = self._parts.get(tp)
+            if r is None:
+                continue
+            r.store.restore_batch(batch)
+            r.restored += len(batch)
+            r.position = last[tp] + 1
+            n += len(batch)
+            if self.listener:
+                self.listener.on_batch_restored(tp[0], tp[1], r.store.name, last[tp], len(batch))
+        if not msgs:
+            # transaction markers leave gaps: ask the consumer where it really is
+            for tp, r in self._parts.items():
+                pos = self._consumer.position([TopicPartition(tp[0], tp[1])])[0].offset
+                if pos > r.position:
+                    r.position = pos
+        self.total_restored += n
+        done = [tp for tp, r in self._parts.items() if r.position >= r.end]
+        if done:
+            owners = set()
+            for tp in done:
+                r = self._parts.pop(tp)
+                owners.add(r.owner)
+                if self.listener:
+                    self.listener.on_restore_end(tp[0], tp[1], r.store.name, r.restored)
+            self._reassign()
+            for owner in owners:
+                if not self.is_restoring(owner) and on_done is not None:
+                    on_done(owner)
+        return n
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,381 @@
+"""StreamThread: the poll → process → commit loop of one consumer and its tasks.
+
+Kafka Streams' main loop, paid per batch: ``consume(num_messages=max.poll.records)`` returns a
+batch, records are handed to their task in runs per partition, each task drains its buffer
+depth-first, and every ``commit.interval.ms`` the thread commits (flush caches and stores, flush
+the producer, commit offsets — or the transaction, under exactly_once_v2).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from instance.config import StreamsConfig
+from instance.errors import StreamsException
+from instance.runtime.collector import RecordCollector, producer_config
+from instance.runtime.internal_topics import TopicLayout, internal_name
+from instance.runtime.restore import ChangelogReader, StateRestoreListener
+from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
+from instance.topology.topology import Topology
+
+log = logging.getLogger(__name__)
+
+
+class ThreadState(enum.Enum):
+    CREATED = 0
+    STARTING = 1
+    PARTITIONS_REVOKED = 2
+    PARTITIONS_ASSIGNED = 3
+    RUNNING = 4
+    PENDING_SHUTDOWN = 5
+    DEAD = 6
+
+
+class StreamThread(threading.Thread):
+    def __init__(self, index: int, config: StreamsConfig, topology: Topology, layout: TopicLayout,
+                 on_state: Callable[[StreamThread, ThreadState], None],
+                 on_error: Callable[[StreamThread, BaseException], None],
+                 restore_listener: StateRestoreListener | None = None) -> None:
+        super().__init__(name=f"{config.application_id}-StreamThread-{index}", daemon=True)
+        self.index = index
+        self.config = config
+        self.topology = topology
+        self.layout = layout
+        self._on_state = on_state
+        self._on_error = on_error
+        self.state = ThreadState.CREATED
+        self._shutdown = threading.Event()
+        self.tasks: dict[TaskId, StreamTask] = {}
+        self.restoring: set[TaskId] = set()
+        self._by_tp: dict[tuple[str, int], StreamTask] = {}
+        self.assignment_version = 0
+        self.processed = 0
+        app = config.application_id
+        self._resolve = internal_name(app, topology)
+        self._topic_to_sub: dict[str, int] = {}
+        for st in topology.subtopologies():
+            for t in st.source_topics:
+                self._topic_to_sub[self._resolve(t)] = st.id
+        member = config.instance_id or f"{app}-{index}"
+        self.client_id = f"{member}-StreamThread-{index}"
+        base = {"bootstrap.servers": config.bootstrap_servers}
+        cconf: dict[str, Any] = {
+            **base,
+            "group.id": app,
+            "client.id": self.client_id,
+            "partition.assignment.strategy": "range",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": config.auto_offset_reset,
+            "session.timeout.ms": config.session_timeout_ms,
+            "heartbeat.interval.ms": max(100, config.session_timeout_ms // 5),
+            "isolation.level": "read_committed" if config.eos else "read_uncommitted",
+            "queued.max.messages.kbytes": 65536,
+        }
+        if config.instance_id:
+            cconf["group.instance.id"] = f"{config.instance_id}-{index}"
+        cconf.update(config.client_overrides("consumer."))
+        self._consumer_conf = cconf
+        self.consumer: Consumer | None = None
+        pconf = producer_config(config.bootstrap_servers, f"{self.client_id}-producer",
+                                config.client_overrides("producer."),
+                                transactional_id=f"{app}-{member}-{index}" if config.eos else None)
+        self._producer_conf = pconf
+        self.collector: RecordCollector | None = None
+        rconf = {**base, "group.id": f"{app}-restore", "client.id": f"{self.client_id}-restore",
+                 "isolation.level": "read_committed" if config.eos else "read_uncommitted"}
+        self._restore_conf = rconf
+        self._restore_listener = restore_listener
+        self.restorer: ChangelogReader | None = None
+        self._handler = DeserializationHandler(config.default_deserialization_exception_handler)
+        n_stores = max(1, len(topology.stores))
+        self._cache_entries = config.statestore_cache_max_bytes // (100 * n_stores)
+        self._last_commit = time.monotonic()
+        self._in_txn = False
+        self.lock = threading.RLock()  # held while tasks are created/closed (queries read tasks)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def _set_state(self, s: ThreadState) -> None:
+        self.state = s
+        self._on_state(self, s)
+
+    def shutdown(self) -> None:
+        self._shutdown.set()
+
+    def run(self) -> None:
+        try:
+            self._set_state(ThreadState.STARTING)
+            self._open_clients()
+            self._loop()
+            self._close_clean()
+        except BaseException as e:  # reported to the client's uncaught-exception handling
+            self._close_dirty()
+            self._set_state(ThreadState.DEAD)
+            self._on_error(self, e)
+            return
+        self._set_state(ThreadState.DEAD)
+
+    def _open_clients(self) -> None:
+        producer = Producer({**self._producer_conf, "error_cb": self._producer_error})
+        self.collector = RecordCollector(producer)
+        if self.config.eos:
+            producer.init_transactions(30)
+        self.restorer = ChangelogReader(self._restore_conf, self._restore_listener)
+        self.consumer = Consumer({**self._consumer_conf, "error_cb": self._consumer_error})
+        topics = sorted(self._topic_to_sub)
+        self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
+
+    def _producer_error(self, err: KafkaError) -> None:
+        if self.collector is not None:
+            self.collector.error_cb(err)
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            log.error("%s: fatal consumer error %s", self.name, err)
+
+    # -- main loop -------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        consumer = self.consumer
+        assert consumer is not None and self.restorer is not None and self.collector is not None
+        max_records = self.config.max_poll_records
+        poll_s = self.config.poll_ms / 1000.0
+        idle_s = self.config.idle_backoff_ms / 1000.0
+        commit_s = self.config.effective_commit_interval_ms / 1000.0
+        by_tp = self._by_tp
+        restorer = self.restorer
+        collector = self.collector
+        while not self._shutdown.is_set():
+            if restorer.active:
+                restorer.step(on_done=self._restored)
+                timeout = 0.0
+            else:
+                timeout = poll_s
+            msgs = consumer.consume(num_messages=max_records, timeout=timeout)
+            if msgs:
+                self._begin_txn()
+                self._dispatch(msgs, by_tp)
+                for task in self.tasks.values():
+                    self.processed += task.process()
+                collector.poll()
+            elif not restorer.active and self.tasks and idle_s > 0:
+                self._idle(consumer, idle_s)
+            if time.monotonic() - self._last_commit >= commit_s:
+                self.commit()
+
+    def _dispatch(self, msgs: list[Any], by_tp: dict[tuple[str, int], StreamTask]) -> None:
+        """Hand records to tasks in runs of the same partition (librdkafka returns them so)."""
+        run: list[Any] = []
+        run_tp: tuple[str, int] | None = None
+        for m in msgs:
+            tp = (m.topic(), m.partition())
+            if tp != run_tp:
+                if run:
+                    self._deliver(run_tp, run, by_tp)  # type: ignore[arg-type]
+                run, run_tp = [], tp
+            if m.error() is None:
+                run.append(m)
+            else:
+                self._consume_error(m)
+        if run:
+            self._deliver(run_tp, run, by_tp)  # type: ignore[arg-type]
+
+    def _deliver(self, tp: tuple[str, int], run: list[Any], by_tp: dict[tuple[str, int], StreamTask]) -> None:
+        task = by_tp.get(tp)
+        if task is not None:
+            task.add_records(tp[0], run)
+
+    def _consume_error(self, m: Any) -> None:
+        err = m.error()
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.fatal() or not err.retriable():
+            raise StreamsException(f"consumer error on {m.topic()}[{m.partition()}]: {err}")
+
+    def _idle(self, consumer: Consumer, idle_s: float) -> None:
+        """Caught up: pause fetching briefly (the dev broker answers idle fetches in a tight loop)."""
+        parts = consumer.assignment()
+        if not parts:
+            self._shutdown.wait(idle_s)
+            return
+        consumer.pause(parts)
+        self._shutdown.wait(idle_s)
+        active = [tp for tp in parts if self._by_tp.get((tp.topic, tp.partition)) is not None
+                  and self._by_tp[(tp.topic, tp.partition)].id not in self.restoring]
+        consumer.resume(active)
+
+    # -- commit ----------------------------------------------------------------------------------
+    def _begin_txn(self) -> None:
+        if self.config.eos and not self._in_txn:
+            assert self.collector is not None
+            self.collector.producer.begin_transaction()
+            self._in_txn = True
+
+    def _offsets(self) -> list[TopicPartition]:
+        out = []
+        for task in self.tasks.values():
+            for topic, off in task.committable.items():
+                out.append(TopicPartition(topic, task.partition, off))
+        return out
+
+    def commit(self) -> None:
+        """Flush caches and stores, flush the producer, then commit offsets (or the transaction)."""
+        assert self.collector is not None and self.consumer is not None
+        with self.lock:
+            running = [t for tid, t in self.tasks.items() if tid not in self.restoring]
+            if self.config.eos:
+                self._begin_txn()
+            for task in running:
+                task.flush()
+            offsets = self._offsets()
+            if self.config.eos:
+                producer = self.collector.producer
+                if offsets:
+                    producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+                producer.commit_transaction(60)
+                self._in_txn = False
+                self.collector.check()
+            else:
+                self.collector.flush()
+                if offsets:
+                    self.consumer.commit(offsets=offsets, asynchronous=False)
+            for task in running:
+                task.committable.clear()
+        self._last_commit = time.monotonic()
+
+    # -- rebalance ---------------------------------------------------------------------------------
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._set_state(ThreadState.PARTITIONS_REVOKED)
+        if self.tasks:
+            try:
+                self.commit()
+            except Exception:
+                log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
+                self._abort_txn()
+        self._close_tasks(list(self.tasks))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._set_state(ThreadState.PARTITIONS_REVOKED)
+        self._abort_txn()
+        self._close_tasks(list(self.tasks))
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._set_state(ThreadState.PARTITIONS_ASSIGNED)
+        wanted: dict[TaskId, list[TopicPartition]] = {}
+        for tp in partitions:
+            sub = self._topic_to_sub.get(tp.topic)
+            if sub is not None:
+                wanted.setdefault(TaskId(sub, tp.partition), []).append(tp)
+        consumer.assign(partitions)
+        with self.lock:
+            for tid in sorted(wanted):
+                self._create_task(tid)
+            self.assignment_version += 1
+        paused = [tp for tid in self.restoring for tp in wanted.get(tid, [])]
+        if paused:
+            consumer.pause(paused)
+        if not self.restoring:
+            self._set_state(ThreadState.RUNNING)
+
+    def _task_dir(self, tid: TaskId) -> Path:
+        return self.config.app_state_dir / str(tid)
+
+    def _create_task(self, tid: TaskId) -> None:
+        assert self.collector is not None and self.restorer is not None
+        st = self.topology.subtopologies()[tid.subtopology]
+        task_dir = self._task_dir(tid)
+        if st.stores and task_dir.exists():
+            # no checkpoint support yet: local state is not trusted, rebuilt from the changelog
+            shutil.rmtree(task_dir, ignore_errors=True)
+        collector = self.collector
+
+        def changelog_sender(topic: str, partition: int) -> Callable[[bytes, bytes | None, int], None]:
+            send = collector.send
+
+            def send_changelog(kb: bytes, vb: bytes | None, ts: int) -> None:
+                send(topic, kb, vb, ts, partition)
+            return send_changelog
+
+        task = StreamTask(tid, self.topology, st, self.config.application_id, self._resolve,
+                          collector.send, changelog_sender, self.config.app_state_dir,
+                          self._cache_entries, self.config.in_memory_stores, self._handler)
+        self.tasks[tid] = task
+        for topic in task.sources:
+            self._by_tp[(topic, tid.partition)] = task
+        for name, store in task.stores.items():
+            cl = self.layout.changelogs.get(name)
+            if cl is not None and self.restorer.register(task, store, cl, tid.partition, None):
+                self.restoring.add(tid)
+
+    def _restored(self, task: StreamTask) -> None:
+        self.restoring.discard(task.id)
+        assert self.consumer is not None
+        self.consumer.resume([TopicPartition(t, task.partition) for t in task.sources])
+        if not self.restoring and self.state is ThreadState.PARTITIONS_ASSIGNED:
+            self._set_state(ThreadState.RUNNING)
+
+    def _close_tasks(self, ids: list[TaskId]) -> None:
+        with self.lock:
+            for tid in ids:
+                task = self.tasks.pop(tid)
+                if self.restorer is not None:
+                    self.restorer.remove_owner(task)
+                self.restoring.discard(tid)
+                for topic in task.sources:
+                    self._by_tp.pop((topic, tid.partition), None)
+                try:
+                    task.close()
+                except Exception:
+                    log.exception("%s: closing task %s failed", self.name, tid)
+
+    def _abort_txn(self) -> None:
+        if self.config.eos and self._in_txn and self.collector is not None:
+            try:
+                self.collector.producer.abort_transaction(30)
+            except Exception:
+                log.exception("%s: abort_transaction failed", self.name)
+            self._in_txn = False
+
+    def _close_clean(self) -> None:
+        self._set_state(ThreadState.PENDING_SHUTDOWN)
+        if self.tasks:
+            self.commit()
+        self._close_tasks(list(self.tasks))
+        self._close_clients()
+
+    def _close_dirty(self) -> None:
+        self._abort_txn()
+        try:
+            self._close_tasks(list(self.tasks))
+        finally:
+            self._close_clients()
+
+    def _close_clients(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception:
+                log.exception("%s: consumer close failed", self.name)
+            self.consumer = None
+        if self.restorer is not None:
+            self.restorer.close()
+            self.restorer = None
+        if self.collector is not None:
+            self.collector.producer.flush(10)
+
+    # -- queries -----------------------------------------------------------------------------------
+    def local_store(self, store: str, partition: int) -> tuple[StreamTask, bool] | None:
+        """(task holding ``store`` for ``partition``, is it restoring) or None."""
+        for tid, task in list(self.tasks.items()):
+            if tid.partition == partition and store in task.stores:
+                return task, tid in self.restoring
+        return None

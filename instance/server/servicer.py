@@ -1,0 +1,141 @@
+"""gRPC InteractiveQuery service of one instance: answers locally or forwards one hop."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from concurrent import futures
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from instance.runtime.kafka_streams import KafkaStreams
+from instance.runtime.states import State
+from instance.server.status import UnavailableError, to_status
+from router.client import ChannelPool
+from router.rpc import iqmesh_pb2 as pb
+from router.rpc import iqmesh_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+def value_to_json(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return json.dumps(base64.b64encode(value).decode())
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+class QueryServicer(pb_grpc.InteractiveQueryServicer):
+    def __init__(self, streams: KafkaStreams) -> None:
+        self.streams = streams
+        self.pool = ChannelPool()
+
+    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
+        try:
+            return self._get(request)
+        except grpc.RpcError as e:  # from the forwarded hop: pass its status through
+            context.abort(e.code(), e.details() or "forwarded query failed")
+        except Exception as e:
+            code, msg = to_status(e)
+            if code is grpc.StatusCode.INTERNAL:
+                log.exception("query failed")
+            context.abort(code, msg)
+        raise AssertionError("unreachable")
+
+    def _get(self, request: pb.GetRequest) -> pb.GetReply:
+        streams = self.streams
+        if not request.store:
+            raise ValueError("store must be given")
+        store = request.store
+        if request.raw_key:
+            spec = streams.topology.stores.get(store)
+            key = spec.key_serde.deserialize(request.raw_key) if spec else request.raw_key
+        else:
+            key = streams.parse_key(store, request.key)
+        md = streams.query_metadata_for_key(store, key)
+        if not md.available:
+            reason = "REBALANCING" if streams.state is State.REBALANCING else "NOT_AVAILABLE"
+            raise UnavailableError(reason, f"no instance owns store {store!r} for this key yet "
+                                           f"(instance state {streams.state.name})")
+        here = streams.config.application_server
+        if str(md.active_host) == here:
+            return self._answer_local(store, key, forwarded=request.forwarded)
+        if request.forwarded:
+            raise UnavailableError("NOT_ACTIVE", f"forwarded here but the owner is {md.active_host}; "
+                                                 f"a forwarded query is not forwarded again",
+                                   tried=[here])
+        fwd = pb.GetRequest()
+        fwd.CopyFrom(request)
+        fwd.forwarded = True
+        try:
+            reply: pb.GetReply = self.pool.stub(str(md.active_host)).Get(fwd, timeout=10)
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise UnavailableError("NOT_AVAILABLE", f"owner {md.active_host} did not answer: "
+                                                        f"{e.details()}", tried=[str(md.active_host)]) from e
+            raise
+        reply.metadata.forwarded = True
+        return reply
+
+    def _answer_local(self, store: str, key: Any, forwarded: bool) -> pb.GetReply:
+        streams = self.streams
+        read = streams.read_local(store, key)
+        if read.restoring:
+            raise UnavailableError("REBALANCING", f"store {store!r} partition {read.partition} is restoring")
+        meta = pb.ReadMetadata(
+            served_by=streams.instance_id, endpoint=streams.config.application_server, role="ACTIVE",
+            instance_state=streams.state.name, partition=read.partition, position=-1, end_offset=-1,
+            lag=-1, stale=streams.state is not State.RUNNING, forwarded=forwarded)
+        return pb.GetReply(found=read.found, value_json=value_to_json(read.value) if read.found else "",
+                           metadata=meta)
+
+    def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
+        streams = self.streams
+        now = int(time.time() * 1000)
+        out = pb.MetadataReply(asked=streams.instance_id)
+        for info in streams.metadata_for_all_streams_clients():
+            out.instances.append(pb.InstanceMetadata(
+                instance_id=info.instance_id, endpoint=info.endpoint, state=info.state,
+                heartbeat_age_ms=now - info.heartbeat_ms, alive=streams.view.is_alive(info, now),
+                active_tasks=list(info.active_tasks), standby_tasks=list(info.standby_tasks),
+                restoring_tasks=list(info.restoring_tasks),
+                stores=[pb.StorePartition(store=s.store, partition=s.partition, role=s.role,
+                                          position=s.position, end_offset=s.end_offset, lag=s.lag)
+                        for s in info.stores]))
+        if streams.layout is not None:
+            for store in streams.topology.stores:
+                st = streams.topology.subtopology_of_store(store)
+                out.store_partitions[store] = streams.layout.tasks_per_subtopology[st.id]
+        return out
+
+
+class QueryServer:
+    """The gRPC server of one instance: InteractiveQuery plus the standard health service."""
+
+    def __init__(self, streams: KafkaStreams, port: int, host: str = "0.0.0.0", workers: int = 16) -> None:
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+        self.servicer = QueryServicer(streams)
+        pb_grpc.add_InteractiveQueryServicer_to_server(self.servicer, self.server)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind gRPC port {host}:{port}")
+        self._streams = streams
+
+    def start(self) -> None:
+        self.server.start()
+        self.set_serving(False)
+
+    def set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        self.health.set("", status)
+        self.health.set("iqmesh.v1.InteractiveQuery", status)
+
+    def stop(self, grace: float = 2.0) -> None:
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace).wait()
+        self.servicer.pool.close()

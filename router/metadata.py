@@ -1,0 +1,138 @@
+"""The cluster view: who owns which task, where it answers queries, how fresh it is.
+
+Kafka Streams ships host info inside the assignment userdata; librdkafka gives us no custom
+assignor, so every instance publishes its own :class:`InstanceInfo` to a compacted topic and reads
+everyone's (see ARCHITECTURE.md). Routing a key is then pure computation over this view.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    host: str
+    port: int
+
+    @staticmethod
+    def parse(endpoint: str) -> HostInfo:
+        host, _, port = endpoint.rpartition(":")
+        return HostInfo(host, int(port))
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class StorePartitionInfo:
+    """Position (next changelog offset applied) and end offset of one store partition here."""
+
+    store: str
+    partition: int
+    role: str  # ACTIVE | STANDBY | RESTORING
+    position: int
+    end_offset: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end_offset - self.position)
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    instance_id: str
+    endpoint: str
+    state: str
+    active_tasks: tuple[str, ...] = ()
+    standby_tasks: tuple[str, ...] = ()
+    restoring_tasks: tuple[str, ...] = ()
+    assignment_version: int = 0
+    assigned_at_ms: int = 0
+    heartbeat_ms: int = 0
+    stores: tuple[StorePartitionInfo, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @staticmethod
+    def from_json(data: bytes) -> InstanceInfo:
+        d: dict[str, Any] = json.loads(data)
+        d["active_tasks"] = tuple(d.get("active_tasks", ()))
+        d["standby_tasks"] = tuple(d.get("standby_tasks", ()))
+        d["restoring_tasks"] = tuple(d.get("restoring_tasks", ()))
+        d["stores"] = tuple(StorePartitionInfo(**s) for s in d.get("stores", ()))
+        return InstanceInfo(**d)
+
+
+@dataclass(frozen=True)
+class KeyQueryMetadata:
+    """Kafka Streams' KeyQueryMetadata; :data:`NOT_AVAILABLE` while the owner is unknown."""
+
+    active_host: HostInfo | None
+    standby_hosts: tuple[HostInfo, ...]
+    partition: int
+
+    @property
+    def available(self) -> bool:
+        return self.active_host is not None
+
+
+NOT_AVAILABLE = KeyQueryMetadata(None, (), -1)
+
+
+class ClusterView:
+    """Latest InstanceInfo per instance, thread-safe; liveness from heartbeat age."""
+
+    def __init__(self, liveness_ms: int = 5000) -> None:
+        self._infos: dict[str, InstanceInfo] = {}
+        self._lock = threading.Lock()
+        self.liveness_ms = liveness_ms
+        self.changed = threading.Condition(self._lock)
+
+    def update(self, info: InstanceInfo) -> None:
+        with self._lock:
+            old = self._infos.get(info.instance_id)
+            if old is None or info.heartbeat_ms >= old.heartbeat_ms:
+                self._infos[info.instance_id] = info
+                self.changed.notify_all()
+
+    def remove(self, instance_id: str) -> None:
+        with self._lock:
+            self._infos.pop(instance_id, None)
+            self.changed.notify_all()
+
+    def instances(self) -> list[InstanceInfo]:
+        with self._lock:
+            return sorted(self._infos.values(), key=lambda i: i.instance_id)
+
+    def is_alive(self, info: InstanceInfo, now_ms: int | None = None) -> bool:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return info.state in ("RUNNING", "REBALANCING") and now - info.heartbeat_ms <= self.liveness_ms
+
+    def owner(self, task_id: str) -> InstanceInfo | None:
+        """The live instance that holds ``task_id`` active (restoring counts as holding it); when
+        two claim it during a rebalance, the most recent assignment wins."""
+        best: InstanceInfo | None = None
+        for info in self.instances():
+            if not self.is_alive(info):
+                continue
+            if task_id in info.active_tasks or task_id in info.restoring_tasks:
+                if best is None or info.assigned_at_ms > best.assigned_at_ms:
+                    best = info
+        return best
+
+    def standbys(self, task_id: str) -> list[InstanceInfo]:
+        return [i for i in self.instances() if self.is_alive(i) and task_id in i.standby_tasks]
+
+    def key_query_metadata(self, subtopology: int, partition: int) -> KeyQueryMetadata:
+        tid = f"{subtopology}_{partition}"
+        owner = self.owner(tid)
+        if owner is None:
+            return NOT_AVAILABLE
+        return KeyQueryMetadata(HostInfo.parse(owner.endpoint),
+                                tuple(HostInfo.parse(s.endpoint) for s in self.standbys(tid)), partition)

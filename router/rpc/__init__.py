@@ -1,0 +1,1 @@
+"""Generated gRPC stubs of proto/iqmesh.proto (regenerate with proto/generate.sh)."""

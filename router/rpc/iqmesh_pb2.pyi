@@ -1,0 +1,132 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class QueryOptions(_message.Message):
+    __slots__ = ("allow_stale", "max_lag", "position")
+    ALLOW_STALE_FIELD_NUMBER: _ClassVar[int]
+    MAX_LAG_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    allow_stale: bool
+    max_lag: int
+    position: str
+    def __init__(self, allow_stale: _Optional[bool] = ..., max_lag: _Optional[int] = ..., position: _Optional[str] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("store", "key", "raw_key", "options", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RAW_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    key: str
+    raw_key: bytes
+    options: QueryOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., key: _Optional[str] = ..., raw_key: _Optional[bytes] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class ReadMetadata(_message.Message):
+    __slots__ = ("served_by", "endpoint", "role", "instance_state", "partition", "position", "end_offset", "lag", "stale", "forwarded", "position_token")
+    SERVED_BY_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_STATE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    POSITION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    served_by: str
+    endpoint: str
+    role: str
+    instance_state: str
+    partition: int
+    position: int
+    end_offset: int
+    lag: int
+    stale: bool
+    forwarded: bool
+    position_token: str
+    def __init__(self, served_by: _Optional[str] = ..., endpoint: _Optional[str] = ..., role: _Optional[str] = ..., instance_state: _Optional[str] = ..., partition: _Optional[int] = ..., position: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ..., stale: _Optional[bool] = ..., forwarded: _Optional[bool] = ..., position_token: _Optional[str] = ...) -> None: ...
+
+class GetReply(_message.Message):
+    __slots__ = ("found", "value_json", "metadata")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    value_json: str
+    metadata: ReadMetadata
+    def __init__(self, found: _Optional[bool] = ..., value_json: _Optional[str] = ..., metadata: _Optional[_Union[ReadMetadata, _Mapping]] = ...) -> None: ...
+
+class MetadataRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TaskList(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tasks: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StorePartition(_message.Message):
+    __slots__ = ("store", "partition", "role", "position", "end_offset", "lag")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    partition: int
+    role: str
+    position: int
+    end_offset: int
+    lag: int
+    def __init__(self, store: _Optional[str] = ..., partition: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
+
+class InstanceMetadata(_message.Message):
+    __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_TASKS_FIELD_NUMBER: _ClassVar[int]
+    RESTORING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    endpoint: str
+    state: str
+    heartbeat_age_ms: int
+    alive: bool
+    active_tasks: _containers.RepeatedScalarFieldContainer[str]
+    standby_tasks: _containers.RepeatedScalarFieldContainer[str]
+    restoring_tasks: _containers.RepeatedScalarFieldContainer[str]
+    stores: _containers.RepeatedCompositeFieldContainer[StorePartition]
+    def __init__(self, instance_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., state: _Optional[str] = ..., heartbeat_age_ms: _Optional[int] = ..., alive: _Optional[bool] = ..., active_tasks: _Optional[_Iterable[str]] = ..., standby_tasks: _Optional[_Iterable[str]] = ..., restoring_tasks: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[_Union[StorePartition, _Mapping]]] = ...) -> None: ...
+
+class MetadataReply(_message.Message):
+    __slots__ = ("asked", "instances", "store_partitions")
+    class StorePartitionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ASKED_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    STORE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    asked: str
+    instances: _containers.RepeatedCompositeFieldContainer[InstanceMetadata]
+    store_partitions: _containers.ScalarMap[str, int]
+    def __init__(self, asked: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[InstanceMetadata, _Mapping]]] = ..., store_partitions: _Optional[_Mapping[str, int]] = ...) -> None: ...
