@@ -5,13 +5,15 @@ characters, groups by word (through a repartition topic), counts into the querya
 ``counts``, and writes every count change to ``streams-wordcount-output`` (string → long).
 """
 
+import os
 import re
 
 from instance.serde import LongSerde, StringSerde
 from instance.topology import StreamsBuilder, Topology
 
-INPUT_TOPIC = "streams-plaintext-input"
-OUTPUT_TOPIC = "streams-wordcount-output"
+# overridable so several runs can share one broker (the tests do)
+INPUT_TOPIC = os.environ.get("WORDCOUNT_INPUT_TOPIC", "streams-plaintext-input")
+OUTPUT_TOPIC = os.environ.get("WORDCOUNT_OUTPUT_TOPIC", "streams-wordcount-output")
 STORE = "counts"
 
 _WORD = re.compile(r"\W+", re.UNICODE)

@@ -44,7 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from instance.server.servicer import QueryServer
 
     props = build_properties(args, {
-        "application.id": args.application_id, "group.instance.id": args.instance_id,
+        "application.id": args.application_id, "client.id": args.instance_id,
         "bootstrap.servers": args.bootstrap, "state.dir": args.state_dir,
     })
     if args.grpc_port is not None and "application.server" not in props:
@@ -146,7 +146,8 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one instance of an application until SIGTERM")
     p.add_argument("app", help="application file with build() -> Topology, e.g. examples/wordcount.py")
     p.add_argument("--application-id")
-    p.add_argument("--instance-id", help="group.instance.id (static membership) and instance name")
+    p.add_argument("--instance-id", help="client.id: this instance's name in the cluster metadata "
+                   "(static membership is --config group.instance.id=NAME)")
     p.add_argument("--bootstrap", help="bootstrap.servers")
     p.add_argument("--grpc-port", type=int, help="port of the query server (application.server port)")
     p.add_argument("--advertised-host", default="127.0.0.1", help="host part of application.server")

@@ -39,7 +39,8 @@ class StreamsConfig:
     application_id: str = field(metadata={"name": "application.id"})
     bootstrap_servers: str = field(metadata={"name": "bootstrap.servers"})
     application_server: str = field(default="", metadata={"name": "application.server"})
-    instance_id: str = field(default="", metadata={"name": "group.instance.id"})
+    client_id: str = field(default="", metadata={"name": "client.id"})
+    group_instance_id: str = field(default="", metadata={"name": "group.instance.id"})
     state_dir: str = field(default="/tmp/iqmesh", metadata={"name": "state.dir"})
     num_stream_threads: int = field(default=1, metadata={"name": "num.stream.threads"})
     num_standby_replicas: int = field(default=0, metadata={"name": "num.standby.replicas"})
@@ -83,6 +84,11 @@ class StreamsConfig:
                 problems.append(f"{_NAMES_BY_FIELD[name]} must be positive")
         if problems:
             raise ConfigException("invalid configuration: " + "; ".join(problems))
+
+    @property
+    def instance_id(self) -> str:
+        """This instance's name in the cluster metadata: ``client.id``, else ``application.server``."""
+        return self.client_id or self.application_server or self.application_id
 
     @property
     def eos(self) -> bool:

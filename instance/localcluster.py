@@ -96,6 +96,7 @@ class LocalCluster:
     base_dir: Path
     size: int = 3
     extra_config: Sequence[str] = ()
+    env: dict[str, str] = field(default_factory=dict)
     instances: list[Instance] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -117,7 +118,7 @@ class LocalCluster:
                 cmd += ["--config", c]
             log = open(inst.log_path, "ab")  # noqa: SIM115 - owned by the child process
             inst.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
             log.close()
 
     def signal(self, i: int, sig: int = signal.SIGTERM) -> None:

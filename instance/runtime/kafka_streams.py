@@ -63,7 +63,7 @@ class KafkaStreams:
         self.restore_listener: StateRestoreListener | None = None
         self.threads: list[StreamThread] = []
         self.layout: internal_topics.TopicLayout | None = None
-        self.instance_id = self.config.instance_id or f"{self.config.application_id}-{id(self):x}"
+        self.instance_id = self.config.instance_id
         self.view = ClusterView(liveness_ms=max(3000, 3 * self.config.heartbeat_interval_ms))
         self._metadata: MetadataService | None = None
         self._assigned_at_ms = 0

@@ -46,7 +46,7 @@ class MetadataService(threading.Thread):
         self._snapshot = snapshot
         self.view = view
         self._interval = interval_ms / 1000.0
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self._wake = threading.Event()
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
                                    "client.id": f"{instance_id}-metadata"})
@@ -69,7 +69,7 @@ class MetadataService(threading.Thread):
         tp = TopicPartition(self.topic, 0)
         self._consumer.pause([tp])
         position = 0
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             now = time.monotonic()
             if now >= next_beat or self._wake.is_set():
                 self._wake.clear()
@@ -112,7 +112,7 @@ class MetadataService(threading.Thread):
         return position
 
     def stop(self, final: InstanceInfo | None = None) -> None:
-        self._stop.set()
+        self._stopping.set()
         self._wake.set()
         if self.is_alive():
             self.join(10)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from instance.config import StreamsConfig
 from instance.errors import StreamsException
@@ -28,6 +28,9 @@ from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
 from instance.topology.topology import Topology
 
 log = logging.getLogger(__name__)
+
+_REBALANCE_ERRORS = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS,
+                               KafkaError.UNKNOWN_MEMBER_ID, KafkaError._ASSIGNMENT_LOST})
 
 
 class ThreadState(enum.Enum):
@@ -65,7 +68,7 @@ class StreamThread(threading.Thread):
         for st in topology.subtopologies():
             for t in st.source_topics:
                 self._topic_to_sub[self._resolve(t)] = st.id
-        member = config.instance_id or f"{app}-{index}"
+        member = config.instance_id
         self.client_id = f"{member}-StreamThread-{index}"
         base = {"bootstrap.servers": config.bootstrap_servers}
         cconf: dict[str, Any] = {
@@ -81,8 +84,10 @@ class StreamThread(threading.Thread):
             "isolation.level": "read_committed" if config.eos else "read_uncommitted",
             "queued.max.messages.kbytes": 65536,
         }
-        if config.instance_id:
-            cconf["group.instance.id"] = f"{config.instance_id}-{index}"
+        if config.group_instance_id:
+            # static membership is opt-in, as in Kafka Streams: a static member does not leave the
+            # group on close, so its partitions wait for it (session.timeout.ms) instead of moving
+            cconf["group.instance.id"] = f"{config.group_instance_id}-{index}"
         cconf.update(config.client_overrides("consumer."))
         self._consumer_conf = cconf
         self.consumer: Consumer | None = None
@@ -246,11 +251,27 @@ class StreamThread(threading.Thread):
                 self.collector.check()
             else:
                 self.collector.flush()
-                if offsets:
-                    self.consumer.commit(offsets=offsets, asynchronous=False)
+                if offsets and not self._commit_offsets(offsets):
+                    self._last_commit = time.monotonic()
+                    return
             for task in running:
                 task.committable.clear()
         self._last_commit = time.monotonic()
+
+    def _commit_offsets(self, offsets: list[TopicPartition]) -> bool:
+        """Commit; False when the group has moved on (a rebalance is under way). Kafka Streams
+        calls this TaskMigrated: the records since the last commit are processed again by
+        whoever owns them next (at-least-once), so the thread keeps going instead of dying."""
+        assert self.consumer is not None
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+            return True
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is not None and err.code() in _REBALANCE_ERRORS:
+                log.warning("%s: offset commit rejected during a rebalance (%s)", self.name, err.name())
+                return False
+            raise
 
     # -- rebalance ---------------------------------------------------------------------------------
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
