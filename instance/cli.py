@@ -53,7 +53,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not config.application_server:
         raise StreamsException("give --grpc-port (or application.server=host:port) so the instance can "
                                "answer queries")
-    grpc_port = args.grpc_port if args.grpc_port is not None else int(config.application_server.rsplit(":")[1])
+    grpc_port = (args.grpc_port if args.grpc_port is not None
+                 else int(config.application_server.rsplit(":")[1]))
     topology = load_topology(args.app)
     streams = KafkaStreams(topology, config)
     server = QueryServer(streams, grpc_port)
@@ -76,7 +77,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     streams.close()
     server.stop()
     if failed:
-        print(f"[{config.instance_id}] stopped with an error: {streams.last_error}", file=sys.stderr, flush=True)
+        print(f"[{config.instance_id}] stopped with an error: {streams.last_error}",
+              file=sys.stderr, flush=True)
         return 1
     return 0
 
@@ -190,7 +192,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
     except StreamsException as e:

@@ -170,7 +170,8 @@ class LocalCluster:
                     break
                 alive = [i for i in md.instances if i.alive and i.state == "RUNNING"]
                 if len(alive) != want or any(i.restoring_tasks for i in alive):
-                    last = f"{inst.instance_id} sees {[(i.instance_id, i.state, i.alive) for i in md.instances]}"
+                    seen = [(i.instance_id, i.state, i.alive) for i in md.instances]
+                    last = f"{inst.instance_id} sees {seen}"
                     break
                 owned = [t for i in alive for t in i.active_tasks]
                 total = sum(md.store_partitions.values())

@@ -68,7 +68,8 @@ class QueryClient:
     def get(self, store: str, key: str, allow_stale: bool = False, max_lag: int = -1,
             position: str = "") -> QueryResult:
         req = pb.GetRequest(store=store, key=key,
-                            options=pb.QueryOptions(allow_stale=allow_stale, max_lag=max_lag, position=position))
+                            options=pb.QueryOptions(allow_stale=allow_stale, max_lag=max_lag,
+                                                    position=position))
         reply = self._pool.stub(self.target).Get(req, timeout=self.timeout)
         value = json.loads(reply.value_json) if reply.found else None
         return QueryResult(reply.found, value, metadata_to_dict(reply.metadata))

@@ -67,7 +67,8 @@ class RecordCollector:
             except BufferError:
                 continue
 
-    def send_tracked(self, topic: str, key: bytes, value: bytes | None, timestamp: int, partition: int) -> None:
+    def send_tracked(self, topic: str, key: bytes, value: bytes | None, timestamp: int,
+                     partition: int) -> None:
         """Send and record the offset it lands at (used for the last changelog record of a flush)."""
         def on_delivery(err: KafkaError | None, msg: Any) -> None:
             if err is not None:

@@ -82,9 +82,9 @@ def plan(topology: Topology, app_id: str, existing: dict[str, int]) -> tuple[Top
     changelogs: dict[str, str] = {}
     for st in subs:
         for store in st.stores:
-            spec = topology.stores[store]
-            if spec.logging_enabled:
-                cl = spec.changelog_topic(app_id)
+            store_spec = topology.stores[store]
+            if store_spec.logging_enabled:
+                cl = store_spec.changelog_topic(app_id)
                 changelogs[store] = cl
                 partitions[cl] = tasks[st.id]
     for t in topology.internal_topics:

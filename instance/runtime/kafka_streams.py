@@ -136,7 +136,8 @@ class KafkaStreams:
                 response = self._handler(exc)
             except Exception:
                 log.exception("uncaught-exception handler failed; shutting the client down")
-        if response is StreamThreadExceptionResponse.REPLACE_THREAD and self.state.is_running_or_rebalancing():
+        if (response is StreamThreadExceptionResponse.REPLACE_THREAD
+                and self.state.is_running_or_rebalancing()):
             self.threads.remove(thread)
             self._start_thread(thread.index)
             return

@@ -96,15 +96,18 @@ class MetadataService(threading.Thread):
                 for m in self._consumer.consume(num_messages=1000, timeout=0.1):
                     if m.error() is not None:
                         continue
-                    position = m.offset() + 1
-                    if m.key() is None:
+                    offset = m.offset()
+                    assert offset is not None  # set on every message without error
+                    position = offset + 1
+                    key, value = m.key(), m.value()
+                    if key is None:
                         continue
-                    iid = m.key().decode()
-                    if m.value() is None:
+                    iid = key.decode()
+                    if value is None:
                         self.view.remove(iid)
                     elif iid != self.instance_id:
                         try:
-                            self.view.update(InstanceInfo.from_json(m.value()))
+                            self.view.update(InstanceInfo.from_json(value))
                         except Exception:
                             log.warning("ignoring malformed instance metadata for %s", iid)
         finally:

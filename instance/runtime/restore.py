@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -101,9 +101,11 @@ class ChangelogReader:
         for m in msgs:
             if m.error():
                 continue
-            tp = (m.topic(), m.partition())
-            batches.setdefault(tp, []).append((m.key(), m.value()))
-            last[tp] = m.offset()
+            topic, partition, offset = m.topic(), m.partition(), m.offset()
+            assert topic is not None and partition is not None and offset is not None  # set unless error
+            tp = (topic, partition)
+            batches.setdefault(tp, []).append((cast(bytes, m.key()), m.value()))
+            last[tp] = offset
         n = 0
         for tp, batch in batches.items():
             r = self._parts.get(tp)

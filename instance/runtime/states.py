@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 import threading
 from collections.abc import Callable
@@ -69,6 +70,6 @@ class StateMachine:
             self.listener(new, old)
         return True
 
-    def wait_for(self, states: set[State], timeout: float) -> bool:
+    def wait_for(self, states: builtins.set[State], timeout: float) -> bool:
         with self._lock:
             return self._lock.wait_for(lambda: self._state in states, timeout)

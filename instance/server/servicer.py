@@ -131,7 +131,8 @@ class QueryServer:
         self.set_serving(False)
 
     def set_serving(self, serving: bool) -> None:
-        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        status = (health_pb2.HealthCheckResponse.SERVING if serving
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
         self.health.set("", status)
         self.health.set("iqmesh.v1.InteractiveQuery", status)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
@@ -21,7 +21,8 @@ class BytesStore(Protocol):
 
     def write(self, items: Iterable[tuple[bytes, bytes | None]]) -> None: ...
 
-    def items(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]: ...
+    def items(self, start: bytes | None = None,
+              end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]: ...
 
     def approximate_num_entries(self) -> int: ...
 
@@ -45,7 +46,8 @@ class RocksDBBytesStore:
         except Exception as e:  # rocksdict raises plain Exception
             raise InvalidStateStoreException(f"cannot open RocksDB store {name!r} at {path}: {e}") from e
         wo = WriteOptions()
-        wo.disable_wal = True
+        # the stub declares disable_wal as a method; at runtime it is a settable attribute
+        wo.disable_wal = True  # type: ignore[method-assign, assignment]
         self._db.set_write_options(wo)
         self._get = self._db.get
         self._open = True
@@ -64,7 +66,9 @@ class RocksDBBytesStore:
         self._db.write(wb)
 
     def items(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        for k, v in self._db.items(from_key=start) if start is not None else self._db.items():
+        # raw_mode: keys and values are bytes (the stub types them as any Rdict key/value)
+        it = self._db.items(from_key=start) if start is not None else self._db.items()
+        for k, v in cast(Iterator[tuple[bytes, bytes]], it):
             if end is not None and k >= end:
                 return
             yield k, v
@@ -94,10 +98,7 @@ class InMemoryBytesStore:
     def __init__(self, name: str) -> None:
         self.name = name
         self._data: dict[bytes, bytes] = {}
-        self.get = self._data.get  # type: ignore[method-assign]
-
-    def get(self, key: bytes) -> bytes | None:  # replaced by the bound dict.get in __init__
-        return self._data.get(key)
+        self.get: Callable[[bytes], bytes | None] = self._data.get  # the bound dict.get: no extra call
 
     def write(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
         d = self._data

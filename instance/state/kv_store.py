@@ -135,7 +135,11 @@ class KeyValueStore:
         ks, kd, vd = self._ks, self._kd, self._vd
         overlay = {ks(k): v for k, v in list(self._cache.items())}
         sb = None if start is None else ks(start)
-        eb = None if end is None else ks(end) + b"\x00"  # inclusive end, like Kafka Streams
+        eb: bytes | None = None
+        if end is not None:
+            end_b = ks(end)
+            assert end_b is not None  # serdes map only None to None
+            eb = end_b + b"\x00"  # inclusive end, like Kafka Streams
         seen = set()
         for kb, vb in self.inner.items(sb, eb):
             seen.add(kb)
@@ -145,7 +149,7 @@ class KeyValueStore:
                     yield kd(kb), v
             else:
                 yield kd(kb), vd(vb)
-        for kb in sorted(k for k in overlay if k not in seen):
+        for kb in sorted(k for k in overlay if k is not None and k not in seen):  # keys are never None
             if (sb is None or kb >= sb) and (eb is None or kb < eb) and overlay[kb] is not None:
                 yield kd(kb), overlay[kb]
 

@@ -28,7 +28,8 @@ def _env(unique: str) -> dict[str, str]:
     return {"WORDCOUNT_INPUT_TOPIC": f"bad-{unique}", "WORDCOUNT_OUTPUT_TOPIC": f"bad-out-{unique}"}
 
 
-def test_fail_handler_stops_the_instance_naming_the_record(bootstrap: str, tmp_path: Path, unique: str) -> None:
+def test_fail_handler_stops_the_instance_naming_the_record(bootstrap: str, tmp_path: Path,
+                                                           unique: str) -> None:
     topic = f"bad-{unique}"
     ensure_topic(bootstrap, topic, 6)
     _produce_to(bootstrap, topic, 2, [b"good line", BAD])

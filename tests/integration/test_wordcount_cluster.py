@@ -39,7 +39,8 @@ def _wrong_answers(target: str, truth: collections.Counter[str]) -> list[str]:
     return wrong
 
 
-def _wait_correct(target: str, truth: collections.Counter[str], timeout: float, cluster: LocalCluster) -> None:
+def _wait_correct(target: str, truth: collections.Counter[str], timeout: float,
+                  cluster: LocalCluster) -> None:
     deadline = time.monotonic() + timeout
     wrong = list(truth)
     while time.monotonic() < deadline:

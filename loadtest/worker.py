@@ -1,0 +1,80 @@
+"""One benchmark run in its own process; prints ``RESULT {json}`` like the peer's script.
+
+rate_first_to_last = n / (time the n-th record was processed - time the first was processed),
+read from the stream thread's batch counter (no per-record hook on the hot path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+
+from instance.runtime.kafka_streams import KafkaStreams
+from loadtest import workloads
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("-n", type=int, default=1_000_000)
+    ap.add_argument("--mode", choices=["stateful", "stateless"], default="stateful")
+    ap.add_argument("--guarantee", choices=["at-least-once", "exactly-once"], default="at-least-once")
+    ap.add_argument("--cache", action="store_true", help="stateful: Kafka Streams' record cache on")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args()
+
+    run = uuid.uuid4().hex[:8]
+    app_id = f"iq-bench-{args.mode}-{run}"
+    out = f"iq-out-{args.mode}-{run}"
+    state_dir = tempfile.mkdtemp(prefix="iqmesh-bench-")
+    topology = (workloads.stateful(args.topic, out, args.cache) if args.mode == "stateful"
+                else workloads.stateless(args.topic, out))
+    # the output topic is created up front, with 4 partitions like the peer's
+    from instance.localcluster import ensure_topic
+    ensure_topic(args.bootstrap, out, 4)
+    streams = KafkaStreams(topology, {
+        "application.id": app_id, "bootstrap.servers": args.bootstrap, "state.dir": state_dir,
+        "client.id": f"bench-{run}",
+        "processing.guarantee": "exactly_once_v2" if args.guarantee == "exactly-once" else "at_least_once",
+    })
+    t_init = time.perf_counter()
+    streams.start()
+    t_first = t_last = 0.0
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        done = sum(t.processed for t in streams.threads)
+        now = time.perf_counter()
+        if done and not t_first:
+            t_first = now
+        if done >= args.n:
+            t_last = now
+            break
+        if streams.last_error is not None:
+            break
+        time.sleep(0.001)
+    streams.close()
+    t_end = time.perf_counter()
+    ok = t_last > 0
+    el = t_last - t_first
+    res = {
+        "tag": args.tag, "lib": "iqmesh", "mode": args.mode, "guarantee": args.guarantee,
+        "cache": args.cache, "n": args.n, "ok": ok,
+        "startup_s": round(t_first - t_init, 3) if t_first else None,
+        "first_to_last_s": round(el, 3) if ok else None,
+        "rate_first_to_last": round(args.n / el) if ok and el > 0 else None,
+        "rate_incl_final_commit": round(args.n / (t_end - t_first)) if ok else None,
+        "error": repr(streams.last_error) if streams.last_error else None,
+    }
+    print("RESULT " + json.dumps(res), flush=True)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return 0 if ok else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
