@@ -6,8 +6,11 @@ A serde is resolved once when the topology is built; the hot path calls its boun
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
+
+import orjson
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -87,16 +90,17 @@ class LongSerde(_FixedIntSerde):
 
 
 class JsonSerde:
-    """Compact UTF-8 JSON."""
+    """Compact UTF-8 JSON (orjson: the same bytes as ``json.dumps(separators=(",", ":"),
+    ensure_ascii=False)`` for the usual types, several times faster)."""
 
     name = "json"
 
     def __init__(self) -> None:
-        self._dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-        self._loads = json.loads
+        self._dumps = functools.partial(orjson.dumps, option=orjson.OPT_NON_STR_KEYS)
+        self._loads = orjson.loads
 
     def serialize(self, value: Any) -> bytes | None:
-        return None if value is None else self._dumps(value).encode()
+        return None if value is None else self._dumps(value)
 
     def deserialize(self, data: bytes | None) -> Any:
         return None if data is None else self._loads(data)

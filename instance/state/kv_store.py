@@ -21,6 +21,7 @@ ChangelogSend = Callable[[bytes, bytes | None, int], None]
 FlushListener = Callable[[Any, Any, int], None]
 
 _MISSING = object()
+_MIN_BUFFER = 1000
 
 
 class KeyValueStore:
@@ -37,9 +38,12 @@ class KeyValueStore:
         self._vs = spec.value_serde.serialize
         self._vd = spec.value_serde.deserialize
         self._caching = spec.caching_enabled and cache_max_entries > 0
-        self._max = cache_max_entries
+        self._max = max(cache_max_entries, _MIN_BUFFER)
         self._cache: dict[Any, Any] = {}
         self._dirty: dict[Any, int] = {}
+        # without caching: serialized writes already logged and forwarded, not yet in the bytes
+        # store; written as one batch on flush (reads see them through ``_cache``)
+        self._unwritten: dict[bytes, bytes | None] = {}
         self._listener: FlushListener | None = None
         self._open = True
         self.timestamp_of_put = 0
@@ -67,7 +71,10 @@ class KeyValueStore:
             return
         kb = self._ks(key)
         vb = None if value is None else self._vs(value)
-        self.inner.write(((kb, vb),))  # type: ignore[arg-type]
+        self._cache[key] = value
+        self._unwritten[kb] = vb  # type: ignore[index]
+        if len(self._unwritten) > self._max:
+            self._write_unwritten()
         if self._changelog is not None:
             self._changelog(kb, vb, timestamp)  # type: ignore[arg-type]
         if self._listener is not None:
@@ -84,8 +91,16 @@ class KeyValueStore:
         self.put(key, None, timestamp)
         return old
 
+    def _write_unwritten(self) -> None:
+        self.inner.write(self._unwritten.items())
+        self._unwritten = {}
+        if len(self._cache) > self._max:
+            self._cache = {}
+
     def flush_cache(self) -> None:
         """Write dirty entries to the bytes store and the changelog, then forward them."""
+        if self._unwritten:
+            self._write_unwritten()
         if not self._dirty:
             return
         dirty, self._dirty = self._dirty, {}
