@@ -40,6 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from instance.app_loader import load_topology
     from instance.config import StreamsConfig
     from instance.runtime.kafka_streams import KafkaStreams
+    from instance.runtime.restore import LoggingRestoreListener
     from instance.runtime.states import State
     from instance.server.servicer import QueryServer
 
@@ -57,6 +58,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                  else int(config.application_server.rsplit(":")[1]))
     topology = load_topology(args.app)
     streams = KafkaStreams(topology, config)
+    streams.restore_listener = LoggingRestoreListener(
+        f"[{config.instance_id}]", lambda line: print(line, flush=True))
     server = QueryServer(streams, grpc_port)
     done = threading.Event()
 

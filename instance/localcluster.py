@@ -97,6 +97,8 @@ class LocalCluster:
     size: int = 3
     extra_config: Sequence[str] = ()
     env: dict[str, str] = field(default_factory=dict)
+    #: instance id -> extra --config items for that instance only
+    per_instance_config: dict[str, list[str]] = field(default_factory=dict)
     instances: list[Instance] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -114,7 +116,7 @@ class LocalCluster:
                    "--application-id", self.application_id, "--instance-id", inst.instance_id,
                    "--bootstrap", self.bootstrap, "--grpc-port", str(inst.port),
                    "--state-dir", str(inst.state_dir)]
-            for c in self.extra_config:
+            for c in [*self.extra_config, *self.per_instance_config.get(inst.instance_id, [])]:
                 cmd += ["--config", c]
             log = open(inst.log_path, "ab")  # noqa: SIM115 - owned by the child process
             inst.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,

@@ -65,11 +65,14 @@ class QueryClient:
         self.timeout = timeout
         self._pool = ChannelPool()
 
-    def get(self, store: str, key: str, allow_stale: bool = False, max_lag: int = -1,
+    def get(self, store: str, key: str, allow_stale: bool = False, max_lag: int | None = None,
             position: str = "") -> QueryResult:
-        req = pb.GetRequest(store=store, key=key,
-                            options=pb.QueryOptions(allow_stale=allow_stale, max_lag=max_lag,
-                                                    position=position))
+        """Raises ``grpc.RpcError``: NOT_FOUND (unknown store), UNAVAILABLE (details start with the
+        reason: REBALANCING, NOT_ACTIVE, NOT_UP_TO_BOUND, NO_REPLICA_WITHIN_LAG, NOT_AVAILABLE)."""
+        opts = pb.QueryOptions(allow_stale=allow_stale, position=position)
+        if max_lag is not None and max_lag >= 0:
+            opts.max_lag = max_lag
+        req = pb.GetRequest(store=store, key=key, options=opts)
         reply = self._pool.stub(self.target).Get(req, timeout=self.timeout)
         value = json.loads(reply.value_json) if reply.found else None
         return QueryResult(reply.found, value, metadata_to_dict(reply.metadata))

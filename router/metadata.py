@@ -37,6 +37,7 @@ class StorePartitionInfo:
     role: str  # ACTIVE | STANDBY | RESTORING
     position: int
     end_offset: int
+    task_id: str = ""
 
     @property
     def lag(self) -> int:
@@ -85,6 +86,11 @@ class KeyQueryMetadata:
 NOT_AVAILABLE = KeyQueryMetadata(None, (), -1)
 
 
+def task_lag(info: InstanceInfo, task_id: str) -> int:
+    """Summed lag of the store partitions ``info`` reports for ``task_id`` (0 if none)."""
+    return sum(s.lag for s in info.stores if s.task_id == task_id and s.role != "ACTIVE")
+
+
 class ClusterView:
     """Latest InstanceInfo per instance, thread-safe; liveness from heartbeat age."""
 
@@ -127,7 +133,23 @@ class ClusterView:
         return best
 
     def standbys(self, task_id: str) -> list[InstanceInfo]:
-        return [i for i in self.instances() if self.is_alive(i) and task_id in i.standby_tasks]
+        """Live instances that report ``task_id`` as a standby, least lagging first."""
+        found = [i for i in self.instances() if self.is_alive(i) and task_id in i.standby_tasks]
+        return sorted(found, key=lambda i: (task_lag(i, task_id), i.instance_id))
+
+    def standby_placement(self, task_id: str, replicas: int) -> list[str]:
+        """Instance ids that should hold standbys of ``task_id``: the ``replicas`` live instances
+        after the active's owner on the sorted ring of instance ids. Every instance computes the
+        same answer from the same view, and the owner itself is never chosen."""
+        owner = self.owner(task_id)
+        if owner is None or replicas <= 0:
+            return []
+        ring = sorted(i.instance_id for i in self.instances() if self.is_alive(i))
+        if owner.instance_id not in ring:
+            return []
+        at = ring.index(owner.instance_id)
+        others = ring[at + 1:] + ring[:at]
+        return others[:replicas]
 
     def key_query_metadata(self, subtopology: int, partition: int) -> KeyQueryMetadata:
         tid = f"{subtopology}_{partition}"

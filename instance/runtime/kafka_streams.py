@@ -25,8 +25,15 @@ from instance.runtime.metadata_service import MetadataService, ensure_metadata_t
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
+from instance.runtime.task import TaskId
 from instance.topology.topology import Topology
-from router.metadata import NOT_AVAILABLE, ClusterView, InstanceInfo, KeyQueryMetadata
+from router.metadata import (
+    NOT_AVAILABLE,
+    ClusterView,
+    InstanceInfo,
+    KeyQueryMetadata,
+    StorePartitionInfo,
+)
 from router.partitioner import default_partition
 
 log = logging.getLogger(__name__)
@@ -50,7 +57,13 @@ class LocalRead:
     found: bool
     value: Any
     partition: int
-    restoring: bool
+    role: str          # ACTIVE | RESTORING | STANDBY
+    position: int      # changelog offset the replica reflects (-1: not logged)
+    end_offset: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end_offset - self.position) if self.position >= 0 else 0
 
 
 class KafkaStreams:
@@ -69,6 +82,7 @@ class KafkaStreams:
         self._assigned_at_ms = 0
         self._close_lock = threading.Lock()
         self.last_error: BaseException | None = None
+        self._dead_handled: set[tuple[str, int]] = set()
 
     # -- state --------------------------------------------------------------------------------
     @property
@@ -104,7 +118,7 @@ class KafkaStreams:
             raise
         self._metadata = MetadataService(self.config.bootstrap_servers, self.config.application_id,
                                          self.instance_id, self.instance_info, self.view,
-                                         self.config.heartbeat_interval_ms)
+                                         self.config.heartbeat_interval_ms, on_tick=self._check_dead_members)
         self._metadata.start()
         for i in range(self.config.num_stream_threads):
             self._start_thread(i + 1)
@@ -112,7 +126,7 @@ class KafkaStreams:
     def _start_thread(self, index: int) -> None:
         assert self.layout is not None
         t = StreamThread(index, self.config, self.topology, self.layout, self._on_thread_state,
-                         self._on_thread_error, self.restore_listener)
+                         self._on_thread_error, self.restore_listener, self._standby_wanted)
         self.threads.append(t)
         t.start()
 
@@ -177,24 +191,95 @@ class KafkaStreams:
     def instance_info(self) -> InstanceInfo:
         active: list[str] = []
         restoring: list[str] = []
+        standby: list[str] = []
+        stores: list[StorePartitionInfo] = []
         for t in self.threads:
-            for tid in list(t.tasks):
-                (restoring if tid in t.restoring else active).append(str(tid))
+            with t.lock:
+                for tid, task in list(t.tasks.items()):
+                    is_restoring = tid in t.restoring
+                    (restoring if is_restoring else active).append(str(tid))
+                    progress = t.restorer.progress(task) if is_restoring and t.restorer else {}
+                    role = "RESTORING" if is_restoring else "ACTIVE"
+                    for name in task.stores:
+                        tp = self._changelog_tp(name, tid.partition)
+                        if tp in progress:
+                            pos, end = progress[tp]
+                        else:
+                            pos = end = task.changelog_offsets.get(tp, -1) if tp else -1
+                        stores.append(StorePartitionInfo(name, tid.partition, role, pos, end, str(tid)))
+                for tid, sb in list(t.standby.tasks.items()) if t.standby else []:
+                    standby.append(str(tid))
+                    for name in sb.stores:
+                        tp = self._changelog_tp(name, tid.partition)
+                        pos = sb.changelog_offsets.get(tp, -1) if tp else -1
+                        end = sb.end_offsets.get(tp, -1) if tp else -1
+                        stores.append(StorePartitionInfo(name, tid.partition, "STANDBY", pos, end, str(tid)))
         return InstanceInfo(
             instance_id=self.instance_id,
             endpoint=self.config.application_server,
             state=self.state.name,
             active_tasks=tuple(sorted(active)),
+            standby_tasks=tuple(sorted(standby)),
             restoring_tasks=tuple(sorted(restoring)),
             assignment_version=sum(t.assignment_version for t in self.threads),
             assigned_at_ms=self._assigned_at_ms,
             heartbeat_ms=int(time.time() * 1000),
+            stores=tuple(stores),
         )
+
+    def _changelog_tp(self, store: str, partition: int) -> tuple[str, int] | None:
+        cl = self.layout.changelogs.get(store) if self.layout else None
+        return (cl, partition) if cl else None
+
+    def all_local_store_partition_lags(self) -> dict[str, dict[int, StorePartitionInfo]]:
+        """Kafka Streams' ``allLocalStorePartitionLags``: store → partition → position/end/lag."""
+        out: dict[str, dict[int, StorePartitionInfo]] = {}
+        for s in self.instance_info().stores:
+            out.setdefault(s.store, {})[s.partition] = s
+        return out
+
+    def _check_dead_members(self) -> None:
+        """A member that stopped heartbeating for longer than ``session.timeout.ms`` but still
+        holds tasks makes the smallest live instance rejoin the group, which forces a rebalance
+        without it. A broker that expires members does this itself; the dev broker never does."""
+        now = int(time.time() * 1000)
+        live = sorted(i.instance_id for i in self.view.instances() if self.view.is_alive(i, now))
+        if not live or live[0] != self.instance_id or self.state is not State.RUNNING:
+            return
+        for info in self.view.instances():
+            key = (info.instance_id, info.heartbeat_ms)
+            if (info.instance_id != self.instance_id and info.state in ("RUNNING", "REBALANCING")
+                    and (info.active_tasks or info.restoring_tasks)
+                    and now - info.heartbeat_ms > self.config.session_timeout_ms
+                    and key not in self._dead_handled):
+                self._dead_handled.add(key)
+                log.warning("instance %s missed its heartbeats for %d ms while holding tasks %s; "
+                            "forcing a rebalance", info.instance_id, now - info.heartbeat_ms,
+                            list(info.active_tasks))
+                for t in self.threads:
+                    t.request_rejoin()
+
+    def _standby_wanted(self, thread: StreamThread) -> set[TaskId]:
+        """Standby tasks this thread should hold under the current placement."""
+        n = self.config.num_standby_replicas
+        if n <= 0 or self.layout is None:
+            return set()
+        out = set()
+        threads = self.config.num_stream_threads
+        for st in self.topology.subtopologies():
+            if not st.stores:
+                continue
+            for p in range(self.layout.tasks_per_subtopology[st.id]):
+                tid = TaskId(st.id, p)
+                if p % threads == thread.index - 1 and \
+                        self.instance_id in self.view.standby_placement(str(tid), n):
+                    out.add(tid)
+        return out
 
     def metadata_for_all_streams_clients(self) -> list[InstanceInfo]:
         return self.view.instances()
 
-    def _store_partition(self, store: str, key: Any) -> tuple[int, int]:
+    def store_partition(self, store: str, key: Any) -> tuple[int, int]:
         """(sub-topology, partition) that holds ``key`` in ``store``."""
         if store not in self.topology.stores:
             raise UnknownStateStoreException(
@@ -212,23 +297,24 @@ class KafkaStreams:
         """Where ``key`` of ``store`` lives: active host, standby hosts, partition."""
         if self.state is State.CREATED:
             raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
-        sub, partition = self._store_partition(store, key)
+        sub, partition = self.store_partition(store, key)
         if not self.state.is_running_or_rebalancing():
             return NOT_AVAILABLE
         md = self.view.key_query_metadata(sub, partition)
         return md if md.available else NOT_AVAILABLE
 
     def read_local(self, store: str, key: Any) -> LocalRead:
-        """Read ``key`` from this instance's store, or raise InvalidStateStoreException."""
+        """Read ``key`` from this instance's replica of its partition (active first, then a
+        standby), or raise InvalidStateStoreException if there is none here."""
         if not self.state.is_running_or_rebalancing():
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
-        _, partition = self._store_partition(store, key)
+        _, partition = self.store_partition(store, key)
         for t in self.threads:
             found = t.local_store(store, partition)
             if found is not None:
-                task, restoring = found
-                value = task.stores[store].query_get(key)
-                return LocalRead(value is not None, value, partition, restoring)
+                kv, role, position, end = found
+                value = kv.query_get(key)
+                return LocalRead(value is not None, value, partition, role, position, end)
         raise InvalidStateStoreException(
             f"store {store!r} partition {partition} is not hosted on this instance (migrated?)")
 

@@ -39,13 +39,15 @@ def ensure_metadata_topic(admin: AdminClient, application_id: str, replication_f
 
 class MetadataService(threading.Thread):
     def __init__(self, bootstrap: str, application_id: str, instance_id: str,
-                 snapshot: Callable[[], InstanceInfo], view: ClusterView, interval_ms: int) -> None:
+                 snapshot: Callable[[], InstanceInfo], view: ClusterView, interval_ms: int,
+                 on_tick: Callable[[], None] | None = None) -> None:
         super().__init__(name=f"{instance_id}-metadata", daemon=True)
         self.topic = metadata_topic(application_id)
         self.instance_id = instance_id
         self._snapshot = snapshot
         self.view = view
         self._interval = interval_ms / 1000.0
+        self._on_tick = on_tick
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
@@ -80,6 +82,8 @@ class MetadataService(threading.Thread):
                 next_beat = now + self._interval
             try:
                 position = self._catch_up(tp, position)
+                if self._on_tick is not None:
+                    self._on_tick()
             except Exception:
                 log.exception("reading instance metadata failed")
             self._wake.wait(min(0.2, max(0.0, next_beat - time.monotonic())))

@@ -31,6 +31,38 @@ class StateRestoreListener(Protocol):
     def on_restore_end(self, topic: str, partition: int, store: str, total: int) -> None: ...
 
 
+class LoggingRestoreListener:
+    """Prints restore progress (start, at most one progress line a second, end with records/s)."""
+
+    def __init__(self, prefix: str, out: Callable[[str], None] = print) -> None:
+        self.prefix = prefix
+        self.out = out
+        self._started: dict[tuple[str, int], float] = {}
+        self._counts: dict[tuple[str, int], int] = {}
+        self._last_print = 0.0
+
+    def on_restore_start(self, topic: str, partition: int, store: str, start: int, end: int) -> None:
+        self._started[(topic, partition)] = time.monotonic()
+        self._counts[(topic, partition)] = 0
+        self.out(f"{self.prefix} restore-start store={store} changelog={topic}[{partition}] "
+                 f"from={start} to={end}")
+
+    def on_batch_restored(self, topic: str, partition: int, store: str, batch_end: int, n: int) -> None:
+        tp = (topic, partition)
+        self._counts[tp] = self._counts.get(tp, 0) + n
+        now = time.monotonic()
+        if now - self._last_print >= 1.0:
+            self._last_print = now
+            el = max(now - self._started.get(tp, now), 1e-9)
+            self.out(f"{self.prefix} restore-progress store={store} changelog={topic}[{partition}] "
+                     f"restored={self._counts[tp]} rate={self._counts[tp] / el:.0f}/s")
+
+    def on_restore_end(self, topic: str, partition: int, store: str, total: int) -> None:
+        el = max(time.monotonic() - self._started.pop((topic, partition), time.monotonic()), 1e-9)
+        self.out(f"{self.prefix} restore-end store={store} changelog={topic}[{partition}] "
+                 f"restored={total} seconds={el:.3f} rate={total / el:.0f}/s")
+
+
 @dataclass
 class _Restoring:
     owner: Any            # the task (anything hashable with an ``id``)
@@ -82,6 +114,10 @@ class ChangelogReader:
 
     def is_restoring(self, owner: Any) -> bool:
         return any(r.owner is owner for r in self._parts.values())
+
+    def progress(self, owner: Any) -> dict[tuple[str, int], tuple[int, int]]:
+        """(position, end offset) of each changelog partition ``owner`` is restoring."""
+        return {tp: (r.position, r.end) for tp, r in self._parts.items() if r.owner is owner}
 
     def lag(self, owner: Any) -> int:
         return sum(max(0, r.end - r.position) for r in self._parts.values() if r.owner is owner)

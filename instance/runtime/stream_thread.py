@@ -24,7 +24,10 @@ from instance.errors import StreamsException
 from instance.runtime.collector import RecordCollector, producer_config
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.restore import ChangelogReader, StateRestoreListener
+from instance.runtime.standby import StandbyTask, StandbyUpdater
 from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
+from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
+from instance.state.kv_store import KeyValueStore
 from instance.topology.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -47,7 +50,8 @@ class StreamThread(threading.Thread):
     def __init__(self, index: int, config: StreamsConfig, topology: Topology, layout: TopicLayout,
                  on_state: Callable[[StreamThread, ThreadState], None],
                  on_error: Callable[[StreamThread, BaseException], None],
-                 restore_listener: StateRestoreListener | None = None) -> None:
+                 restore_listener: StateRestoreListener | None = None,
+                 standby_wanted: Callable[[StreamThread], set[TaskId]] | None = None) -> None:
         super().__init__(name=f"{config.application_id}-StreamThread-{index}", daemon=True)
         self.index = index
         self.config = config
@@ -100,12 +104,17 @@ class StreamThread(threading.Thread):
                  "isolation.level": "read_committed" if config.eos else "read_uncommitted"}
         self._restore_conf = rconf
         self._restore_listener = restore_listener
+        self._standby_wanted = standby_wanted
+        self.standby: StandbyUpdater | None = None
+        self._next_standby_check = 0.0
         self.restorer: ChangelogReader | None = None
         self._handler = DeserializationHandler(config.default_deserialization_exception_handler)
         n_stores = max(1, len(topology.stores))
         self._cache_entries = config.statestore_cache_max_bytes // (100 * n_stores)
         self._last_commit = time.monotonic()
         self._in_txn = False
+        self._rejoin = False
+        self._uncommitted: dict[tuple[str, int], int] = {}
         self.lock = threading.RLock()  # held while tasks are created/closed (queries read tasks)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -115,6 +124,10 @@ class StreamThread(threading.Thread):
 
     def shutdown(self) -> None:
         self._shutdown.set()
+
+    def request_rejoin(self) -> None:
+        """Leave and rejoin the group (from the thread's own loop): forces a rebalance."""
+        self._rejoin = True
 
     def run(self) -> None:
         try:
@@ -135,10 +148,14 @@ class StreamThread(threading.Thread):
         if self.config.eos:
             producer.init_transactions(30)
         self.restorer = ChangelogReader(self._restore_conf, self._restore_listener)
+        self.standby = StandbyUpdater({**self._restore_conf, "client.id": f"{self.client_id}-standby"})
         self.consumer = Consumer({**self._consumer_conf, "error_cb": self._consumer_error})
-        topics = sorted(self._topic_to_sub)
-        self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_lost)
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        assert self.consumer is not None
+        self.consumer.subscribe(sorted(self._topic_to_sub), on_assign=self._on_assign,
+                                on_revoke=self._on_revoke, on_lost=self._on_lost)
 
     def _producer_error(self, err: KafkaError) -> None:
         if self.collector is not None:
@@ -165,6 +182,7 @@ class StreamThread(threading.Thread):
                 timeout = 0.0
             else:
                 timeout = poll_s
+            self._update_standbys()
             msgs = consumer.consume(num_messages=max_records, timeout=timeout)
             if msgs:
                 self._begin_txn()
@@ -176,6 +194,11 @@ class StreamThread(threading.Thread):
                 self._idle(consumer, idle_s)
             if time.monotonic() - self._last_commit >= commit_s:
                 self.commit()
+            if self._rejoin:
+                self._rejoin = False
+                log.warning("%s: leaving and rejoining the group to move a dead member's tasks", self.name)
+                consumer.unsubscribe()  # revokes (commits) through on_revoke
+                self._subscribe()
 
     def _dispatch(self, msgs: list[Any], by_tp: dict[tuple[str, int], StreamTask]) -> None:
         """Hand records to tasks in runs of the same partition (librdkafka returns them so)."""
@@ -226,11 +249,13 @@ class StreamThread(threading.Thread):
             self._in_txn = True
 
     def _offsets(self) -> list[TopicPartition]:
-        out = []
+        """Offsets to commit: what tasks processed since the last commit, plus offsets an earlier
+        commit failed to write for partitions still owned here."""
+        out = {tp: off for tp, off in self._uncommitted.items() if tp in self._by_tp}
         for task in self.tasks.values():
             for topic, off in task.committable.items():
-                out.append(TopicPartition(topic, task.partition, off))
-        return out
+                out[(topic, task.partition)] = off
+        return [TopicPartition(t, p, off) for (t, p), off in out.items()]
 
     def commit(self) -> None:
         """Flush caches and stores, flush the producer, then commit offsets (or the transaction)."""
@@ -243,20 +268,61 @@ class StreamThread(threading.Thread):
                 task.flush()
             offsets = self._offsets()
             if self.config.eos:
-                producer = self.collector.producer
-                if offsets:
-                    producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
-                producer.commit_transaction(60)
-                self._in_txn = False
-                self.collector.check()
+                if not self._commit_transaction(offsets):
+                    return
             else:
                 self.collector.flush()
-                if offsets and not self._commit_offsets(offsets):
-                    self._last_commit = time.monotonic()
-                    return
+                if offsets:
+                    if self._commit_offsets(offsets):
+                        for tp in offsets:
+                            self._uncommitted.pop((tp.topic, tp.partition), None)
+                    else:
+                        # keep them: if the rebalance gives these partitions back they are committed
+                        # then (our stores and changelogs already reflect these records)
+                        self._uncommitted.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
             for task in running:
                 task.committable.clear()
+            if not self.config.eos:
+                for task in running:
+                    self._checkpoint(task)
+            if self.standby is not None:
+                self.standby.checkpoint_all()
         self._last_commit = time.monotonic()
+
+    def _checkpoint(self, task: StreamTask) -> None:
+        """Record the changelog end offsets the flushed stores now reflect. This thread is the
+        only writer of its tasks' changelog partitions, so after a producer flush the end offset
+        is exactly what the store holds."""
+        assert self.restorer is not None
+        if not task.changelogs:
+            return
+        for tp in task.changelogs:
+            task.changelog_offsets[tp] = self.restorer.end_offsets(*tp)[1]
+        write_checkpoint(self._task_dir(task.id), task.changelog_offsets)
+
+    def _commit_transaction(self, offsets: list[TopicPartition]) -> bool:
+        """Commit the transaction with the input offsets in it. If the group moved on or the
+        transaction must abort, abort it, close every task dirty (their stores may hold aborted
+        writes and carry no checkpoint, so they are rebuilt) and rejoin: Kafka Streams'
+        TaskMigrated handling."""
+        assert self.collector is not None and self.consumer is not None
+        producer = self.collector.producer
+        try:
+            if offsets:
+                producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(60)
+            self._in_txn = False
+            self.collector.check()
+            return True
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is None or err.fatal() or not (err.txn_requires_abort() or err.code() in _REBALANCE_ERRORS):
+                raise
+            log.warning("%s: transaction aborted (%s); closing tasks dirty and rejoining", self.name, err.name())
+            self._abort_txn()
+            self._close_tasks(list(self.tasks), clean=False)
+            self._rejoin = True
+            return False
 
     def _commit_offsets(self, offsets: list[TopicPartition]) -> bool:
         """Commit; False when the group has moved on (a rebalance is under way). Kafka Streams
@@ -276,13 +342,15 @@ class StreamThread(threading.Thread):
     # -- rebalance ---------------------------------------------------------------------------------
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
+        clean = True
         if self.tasks:
             try:
                 self.commit()
             except Exception:
                 log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
                 self._abort_txn()
-        self._close_tasks(list(self.tasks))
+                clean = False
+        self._close_tasks(list(self.tasks), clean=clean)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
@@ -296,9 +364,22 @@ class StreamThread(threading.Thread):
             sub = self._topic_to_sub.get(tp.topic)
             if sub is not None:
                 wanted.setdefault(TaskId(sub, tp.partition), []).append(tp)
+        resumed = [TopicPartition(tp.topic, tp.partition, self._uncommitted[(tp.topic, tp.partition)])
+                   for tp in partitions if (tp.topic, tp.partition) in self._uncommitted]
+        self._uncommitted.clear()
+        if resumed:
+            # offsets whose commit the last rebalance rejected: start after them, and commit them
+            # now under the new generation, so nothing we already processed is processed again
+            at = {(tp.topic, tp.partition): tp.offset for tp in resumed}
+            for tp in partitions:
+                tp.offset = at.get((tp.topic, tp.partition), tp.offset)
         consumer.assign(partitions)
+        if resumed and not self._commit_offsets(resumed):
+            log.warning("%s: could not commit %d offsets after the rebalance either", self.name, len(resumed))
         with self.lock:
             for tid in sorted(wanted):
+                if self.standby is not None and tid in self.standby.tasks:
+                    self.standby.remove(tid)  # writes its checkpoint: the active restores the delta
                 self._create_task(tid)
             self.assignment_version += 1
         paused = [tp for tid in self.restoring for tp in wanted.get(tid, [])]
@@ -314,9 +395,20 @@ class StreamThread(threading.Thread):
         assert self.collector is not None and self.restorer is not None
         st = self.topology.subtopologies()[tid.subtopology]
         task_dir = self._task_dir(tid)
-        if st.stores and task_dir.exists():
-            # no checkpoint support yet: local state is not trusted, rebuilt from the changelog
-            shutil.rmtree(task_dir, ignore_errors=True)
+        lock = TaskDirLock(task_dir)
+        if st.stores:
+            lock.acquire()
+        changelogs = [(self.layout.changelogs[s], tid.partition) for s in st.stores
+                      if s in self.layout.changelogs]
+        checkpoint = read_checkpoint(task_dir) if st.stores else {}
+        if st.stores and not all(tp in checkpoint for tp in changelogs):
+            # no trustworthy checkpoint (first start, crash under EOS, or unreadable): rebuild
+            checkpoint = {}
+            shutil.rmtree(task_dir / "rocksdb", ignore_errors=True)
+        if self.config.eos:
+            # while the task runs its local state may hold uncommitted writes: a crash must
+            # leave no checkpoint behind
+            delete_checkpoint(task_dir)
         collector = self.collector
 
         def changelog_sender(topic: str, partition: int) -> Callable[[bytes, bytes | None, int], None]:
@@ -329,25 +421,34 @@ class StreamThread(threading.Thread):
         task = StreamTask(tid, self.topology, st, self.config.application_id, self._resolve,
                           collector.send, changelog_sender, self.config.app_state_dir,
                           self._cache_entries, self.config.in_memory_stores, self._handler)
+        task.dir_lock = lock
+        task.changelogs = changelogs
+        task.changelog_offsets = {tp: checkpoint.get(tp, 0) for tp in changelogs}
         self.tasks[tid] = task
         for topic in task.sources:
             self._by_tp[(topic, tid.partition)] = task
         for name, store in task.stores.items():
             cl = self.layout.changelogs.get(name)
-            if cl is not None and self.restorer.register(task, store, cl, tid.partition, None):
+            if cl is not None and self.restorer.register(task, store, cl, tid.partition,
+                                                         checkpoint.get((cl, tid.partition))):
                 self.restoring.add(tid)
 
     def _restored(self, task: StreamTask) -> None:
+        assert self.restorer is not None
+        for tp in task.changelogs:
+            task.changelog_offsets[tp] = self.restorer.end_offsets(*tp)[1]
         self.restoring.discard(task.id)
         assert self.consumer is not None
         self.consumer.resume([TopicPartition(t, task.partition) for t in task.sources])
         if not self.restoring and self.state is ThreadState.PARTITIONS_ASSIGNED:
             self._set_state(ThreadState.RUNNING)
 
-    def _close_tasks(self, ids: list[TaskId]) -> None:
+    def _close_tasks(self, ids: list[TaskId], clean: bool = False) -> None:
+        """Close tasks; ``clean`` (just committed, not restoring) writes their checkpoint."""
         with self.lock:
             for tid in ids:
                 task = self.tasks.pop(tid)
+                was_restoring = tid in self.restoring
                 if self.restorer is not None:
                     self.restorer.remove_owner(task)
                 self.restoring.discard(tid)
@@ -355,8 +456,12 @@ class StreamThread(threading.Thread):
                     self._by_tp.pop((topic, tid.partition), None)
                 try:
                     task.close()
+                    if clean and not was_restoring:
+                        self._checkpoint(task)
                 except Exception:
                     log.exception("%s: closing task %s failed", self.name, tid)
+                finally:
+                    task.dir_lock.release()
 
     def _abort_txn(self) -> None:
         if self.config.eos and self._in_txn and self.collector is not None:
@@ -370,7 +475,7 @@ class StreamThread(threading.Thread):
         self._set_state(ThreadState.PENDING_SHUTDOWN)
         if self.tasks:
             self.commit()
-        self._close_tasks(list(self.tasks))
+        self._close_tasks(list(self.tasks), clean=True)
         self._close_clients()
 
     def _close_dirty(self) -> None:
@@ -379,6 +484,32 @@ class StreamThread(threading.Thread):
             self._close_tasks(list(self.tasks))
         finally:
             self._close_clients()
+
+    # -- standbys ---------------------------------------------------------------------------------
+    def _update_standbys(self) -> None:
+        """Follow the placement every half second; keep the standbys' changelogs flowing."""
+        standby = self.standby
+        if standby is None or self._standby_wanted is None:
+            return
+        now = time.monotonic()
+        if now >= self._next_standby_check and self.state is ThreadState.RUNNING:
+            self._next_standby_check = now + 0.5
+            wanted = {tid for tid in self._standby_wanted(self) if tid not in self.tasks}
+            with self.lock:
+                for tid in [t for t in standby.tasks if t not in wanted]:
+                    standby.remove(tid)
+                for tid in sorted(wanted - set(standby.tasks)):
+                    try:
+                        standby.add(self._new_standby(tid))
+                    except StreamsException as e:  # task dir still locked by its old owner here
+                        log.info("%s: standby %s not created yet: %s", self.name, tid, e)
+        standby.step()
+
+    def _new_standby(self, tid: TaskId) -> StandbyTask:
+        assert self.layout is not None
+        st = self.topology.subtopologies()[tid.subtopology]
+        specs = [self.topology.stores[s] for s in st.stores]
+        return StandbyTask(tid, specs, self.layout.changelogs, self._task_dir(tid), self.config.in_memory_stores)
 
     def _close_clients(self) -> None:
         if self.consumer is not None:
@@ -390,13 +521,29 @@ class StreamThread(threading.Thread):
         if self.restorer is not None:
             self.restorer.close()
             self.restorer = None
+        if self.standby is not None:
+            self.standby.close()
+            self.standby = None
         if self.collector is not None:
             self.collector.producer.flush(10)
 
     # -- queries -----------------------------------------------------------------------------------
-    def local_store(self, store: str, partition: int) -> tuple[StreamTask, bool] | None:
-        """(task holding ``store`` for ``partition``, is it restoring) or None."""
-        for tid, task in list(self.tasks.items()):
-            if tid.partition == partition and store in task.stores:
-                return task, tid in self.restoring
+    def local_store(self, store: str, partition: int) -> tuple[KeyValueStore, str, int, int] | None:
+        """(store, role, changelog position, end offset) of this thread's replica, or None."""
+        with self.lock:
+            for tid, task in self.tasks.items():
+                if tid.partition == partition and store in task.stores:
+                    tp = next((tp for tp in task.changelogs
+                               if self.layout.changelogs.get(store) == tp[0]), None)
+                    if tid in self.restoring and self.restorer is not None and tp is not None:
+                        pos, end = self.restorer.progress(task).get(tp, (-1, -1))
+                        return task.stores[store], "RESTORING", pos, end
+                    pos = task.changelog_offsets.get(tp, -1) if tp else -1
+                    return task.stores[store], "ACTIVE", pos, pos
+            if self.standby is not None:
+                for tid, sb in self.standby.tasks.items():
+                    if tid.partition == partition and store in sb.stores:
+                        tp = (self.layout.changelogs.get(store, ""), partition)
+                        return (sb.stores[store], "STANDBY", sb.changelog_offsets.get(tp, -1),
+                                sb.end_offsets.get(tp, -1))
         return None

@@ -41,6 +41,14 @@ class TaskId:
         return TaskId(int(a), int(b))
 
 
+class _NoLock:
+    def release(self) -> None:
+        pass
+
+
+_NO_LOCK = _NoLock()
+
+
 class DeserializationHandler:
     """``default.deserialization.exception.handler``: ``fail`` or ``log-and-continue``."""
 
@@ -104,6 +112,10 @@ class StreamTask:
         self._build(topology, subtopology, application_id, resolve_topic, send)
         self.group = PartitionGroup(list(self.sources))
         self.committable: dict[str, int] = {}
+        #: changelog (topic, partition) of each logged store, and the offset the store reflects
+        self.changelogs: list[tuple[str, int]] = []
+        self.changelog_offsets: dict[tuple[str, int], int] = {}
+        self.dir_lock: Any = _NO_LOCK
 
     # -- wiring ------------------------------------------------------------------------------
     def _build(self, topology: Topology, st: SubTopology, app_id: str, resolve: Callable[[str], str],

@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 import json
 import struct
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
-from typing import Any, Protocol, runtime_checkable
 
 
 @runtime_checkable

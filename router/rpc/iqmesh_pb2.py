@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ciqmesh.proto\x12\tiqmesh.v1\"F\n\x0cQueryOptions\x12\x13\n\x0b\x61llow_stale\x18\x01 \x01(\x08\x12\x0f\n\x07max_lag\x18\x02 \x01(\x03\x12\x10\n\x08position\x18\x03 \x01(\t\"v\n\nGetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0f\n\x07raw_key\x18\x03 \x01(\x0c\x12(\n\x07options\x18\x04 \x01(\x0b\x32\x17.iqmesh.v1.QueryOptions\x12\x11\n\tforwarded\x18\x05 \x01(\x08\"\xd9\x01\n\x0cReadMetadata\x12\x11\n\tserved_by\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x16\n\x0einstance_state\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x05\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\x12\n\nend_offset\x18\x07 \x01(\x03\x12\x0b\n\x03lag\x18\x08 \x01(\x03\x12\r\n\x05stale\x18\t \x01(\x08\x12\x11\n\tforwarded\x18\n \x01(\x08\x12\x16\n\x0eposition_token\x18\x0b \x01(\t\"X\n\x08GetReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x12\n\nvalue_json\x18\x02 \x01(\t\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.iqmesh.v1.ReadMetadata\"\x11\n\x0fMetadataRequest\"\x19\n\x08TaskList\x12\r\n\x05tasks\x18\x01 \x03(\t\"s\n\x0eStorePartition\x12\r\n\x05store\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x10\n\x08position\x18\x04 \x01(\x03\x12\x12\n\nend_offset\x18\x05 \x01(\x03\x12\x0b\n\x03lag\x18\x06 \x01(\x03\"\xe2\x01\n\x10InstanceMetadata\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x18\n\x10heartbeat_age_ms\x18\x04 \x01(\x03\x12\r\n\x05\x61live\x18\x05 \x01(\x08\x12\x14\n\x0c\x61\x63tive_tasks\x18\x06 \x03(\t\x12\x15\n\rstandby_tasks\x18\x07 \x03(\t\x12\x17\n\x0frestoring_tasks\x18\x08 \x03(\t\x12)\n\x06stores\x18\t \x03(\x0b\x32\x19.iqmesh.v1.StorePartition\"\xcf\x01\n\rMetadataReply\x12\r\n\x05\x61sked\x18\x01 \x01(\t\x12.\n\tinstances\x18\x02 \x03(\x0b\x32\x1b.iqmesh.v1.InstanceMetadata\x12G\n\x10store_partitions\x18\x03 \x03(\x0b\x32-.iqmesh.v1.MetadataReply.StorePartitionsEntry\x1a\x36\n\x14StorePartitionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x32\x87\x01\n\x10InteractiveQuery\x12\x31\n\x03Get\x12\x15.iqmesh.v1.GetRequest\x1a\x13.iqmesh.v1.GetReply\x12@\n\x08Metadata\x12\x1a.iqmesh.v1.MetadataRequest\x1a\x18.iqmesh.v1.MetadataReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ciqmesh.proto\x12\tiqmesh.v1\"W\n\x0cQueryOptions\x12\x13\n\x0b\x61llow_stale\x18\x01 \x01(\x08\x12\x14\n\x07max_lag\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08position\x18\x03 \x01(\tB\n\n\x08_max_lag\"v\n\nGetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0f\n\x07raw_key\x18\x03 \x01(\x0c\x12(\n\x07options\x18\x04 \x01(\x0b\x32\x17.iqmesh.v1.QueryOptions\x12\x11\n\tforwarded\x18\x05 \x01(\x08\"\xd9\x01\n\x0cReadMetadata\x12\x11\n\tserved_by\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x16\n\x0einstance_state\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x05\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\x12\n\nend_offset\x18\x07 \x01(\x03\x12\x0b\n\x03lag\x18\x08 \x01(\x03\x12\r\n\x05stale\x18\t \x01(\x08\x12\x11\n\tforwarded\x18\n \x01(\x08\x12\x16\n\x0eposition_token\x18\x0b \x01(\t\"X\n\x08GetReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x12\n\nvalue_json\x18\x02 \x01(\t\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.iqmesh.v1.ReadMetadata\"\x11\n\x0fMetadataRequest\"\x19\n\x08TaskList\x12\r\n\x05tasks\x18\x01 \x03(\t\"s\n\x0eStorePartition\x12\r\n\x05store\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x10\n\x08position\x18\x04 \x01(\x03\x12\x12\n\nend_offset\x18\x05 \x01(\x03\x12\x0b\n\x03lag\x18\x06 \x01(\x03\"\xe2\x01\n\x10InstanceMetadata\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x18\n\x10heartbeat_age_ms\x18\x04 \x01(\x03\x12\r\n\x05\x61live\x18\x05 \x01(\x08\x12\x14\n\x0c\x61\x63tive_tasks\x18\x06 \x03(\t\x12\x15\n\rstandby_tasks\x18\x07 \x03(\t\x12\x17\n\x0frestoring_tasks\x18\x08 \x03(\t\x12)\n\x06stores\x18\t \x03(\x0b\x32\x19.iqmesh.v1.StorePartition\"\xcf\x01\n\rMetadataReply\x12\r\n\x05\x61sked\x18\x01 \x01(\t\x12.\n\tinstances\x18\x02 \x03(\x0b\x32\x1b.iqmesh.v1.InstanceMetadata\x12G\n\x10store_partitions\x18\x03 \x03(\x0b\x32-.iqmesh.v1.MetadataReply.StorePartitionsEntry\x1a\x36\n\x14StorePartitionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x32\x87\x01\n\x10InteractiveQuery\x12\x31\n\x03Get\x12\x15.iqmesh.v1.GetRequest\x1a\x13.iqmesh.v1.GetReply\x12@\n\x08Metadata\x12\x1a.iqmesh.v1.MetadataRequest\x1a\x18.iqmesh.v1.MetadataReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,25 +34,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._loaded_options = None
   _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_options = b'8\001'
   _globals['_QUERYOPTIONS']._serialized_start=27
-  _globals['_QUERYOPTIONS']._serialized_end=97
-  _globals['_GETREQUEST']._serialized_start=99
-  _globals['_GETREQUEST']._serialized_end=217
-  _globals['_READMETADATA']._serialized_start=220
-  _globals['_READMETADATA']._serialized_end=437
-  _globals['_GETREPLY']._serialized_start=439
-  _globals['_GETREPLY']._serialized_end=527
-  _globals['_METADATAREQUEST']._serialized_start=529
-  _globals['_METADATAREQUEST']._serialized_end=546
-  _globals['_TASKLIST']._serialized_start=548
-  _globals['_TASKLIST']._serialized_end=573
-  _globals['_STOREPARTITION']._serialized_start=575
-  _globals['_STOREPARTITION']._serialized_end=690
-  _globals['_INSTANCEMETADATA']._serialized_start=693
-  _globals['_INSTANCEMETADATA']._serialized_end=919
-  _globals['_METADATAREPLY']._serialized_start=922
-  _globals['_METADATAREPLY']._serialized_end=1129
-  _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_start=1075
-  _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_end=1129
-  _globals['_INTERACTIVEQUERY']._serialized_start=1132
-  _globals['_INTERACTIVEQUERY']._serialized_end=1267
+  _globals['_QUERYOPTIONS']._serialized_end=114
+  _globals['_GETREQUEST']._serialized_start=116
+  _globals['_GETREQUEST']._serialized_end=234
+  _globals['_READMETADATA']._serialized_start=237
+  _globals['_READMETADATA']._serialized_end=454
+  _globals['_GETREPLY']._serialized_start=456
+  _globals['_GETREPLY']._serialized_end=544
+  _globals['_METADATAREQUEST']._serialized_start=546
+  _globals['_METADATAREQUEST']._serialized_end=563
+  _globals['_TASKLIST']._serialized_start=565
+  _globals['_TASKLIST']._serialized_end=590
+  _globals['_STOREPARTITION']._serialized_start=592
+  _globals['_STOREPARTITION']._serialized_end=707
+  _globals['_INSTANCEMETADATA']._serialized_start=710
+  _globals['_INSTANCEMETADATA']._serialized_end=936
+  _globals['_METADATAREPLY']._serialized_start=939
+  _globals['_METADATAREPLY']._serialized_end=1146
+  _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_start=1092
+  _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_end=1146
+  _globals['_INTERACTIVEQUERY']._serialized_start=1149
+  _globals['_INTERACTIVEQUERY']._serialized_end=1284
 # @@protoc_insertion_point(module_scope)

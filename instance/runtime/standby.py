@@ -1,0 +1,151 @@
+"""Standby replicas: stores kept warm by following their changelog, never processing input.
+
+Placement is computed by every instance from the same view (sorted ring of live instance ids,
+the ``num.standby.replicas`` instances after the active's owner), so no coordination is needed.
+A standby checkpoints its position on each commit; when its instance becomes the active owner the
+active task reads that checkpoint and restores only the delta.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from instance.runtime.task import TaskId
+from instance.state.bytes_store import InMemoryBytesStore, RocksDBBytesStore
+from instance.state.checkpoint import TaskDirLock, read_checkpoint, write_checkpoint
+from instance.state.kv_store import KeyValueStore
+from instance.state.spec import StoreSpec
+
+
+class StandbyTask:
+    """The stores of one task, updated from the changelog only (no cache, no changelog writes)."""
+
+    def __init__(self, task_id: TaskId, specs: list[StoreSpec], changelogs: dict[str, str],
+                 task_dir: Path, in_memory: bool) -> None:
+        self.id = task_id
+        self.task_dir = task_dir
+        self.dir_lock = TaskDirLock(task_dir)
+        self.dir_lock.acquire()
+        checkpoint = read_checkpoint(task_dir)
+        self.stores: dict[str, KeyValueStore] = {}
+        self.changelog_of: dict[tuple[str, int], KeyValueStore] = {}
+        self.changelog_offsets: dict[tuple[str, int], int] = {}
+        complete = all((changelogs[s.name], task_id.partition) in checkpoint
+                       for s in specs if s.name in changelogs)
+        for spec in specs:
+            inner: Any
+            persistent = not (in_memory or spec.in_memory)
+            if persistent:
+                path = task_dir / "rocksdb" / spec.name
+                if not complete:
+                    shutil.rmtree(path, ignore_errors=True)
+                inner = RocksDBBytesStore(spec.name, path)
+            else:
+                inner = InMemoryBytesStore(spec.name)
+            store = KeyValueStore(spec, inner, None, 0)
+            self.stores[spec.name] = store
+            cl = changelogs.get(spec.name)
+            if cl is not None:
+                tp = (cl, task_id.partition)
+                self.changelog_of[tp] = store
+                self.changelog_offsets[tp] = checkpoint.get(tp, 0) if complete and persistent else 0
+        self.end_offsets: dict[tuple[str, int], int] = dict(self.changelog_offsets)
+
+    def lag(self) -> int:
+        return sum(max(0, self.end_offsets.get(tp, 0) - pos) for tp, pos in self.changelog_offsets.items())
+
+    def checkpoint(self) -> None:
+        for store in self.stores.values():
+            store.flush()
+        write_checkpoint(self.task_dir, self.changelog_offsets)
+
+    def close(self) -> None:
+        try:
+            self.checkpoint()
+            for store in self.stores.values():
+                store.close()
+        finally:
+            self.dir_lock.release()
+
+
+class StandbyUpdater:
+    """One group-less consumer following the changelogs of every standby task of a thread. When
+    nothing new arrives it pauses for ``idle_s`` (the dev broker answers idle fetches in a loop)."""
+
+    def __init__(self, consumer_conf: dict[str, Any], idle_s: float = 0.2) -> None:
+        conf = dict(consumer_conf)
+        conf.setdefault("enable.auto.commit", False)
+        self._consumer = Consumer(conf)
+        self.tasks: dict[TaskId, StandbyTask] = {}
+        self._idle_s = idle_s
+        self._paused_until = 0.0
+
+    def _assign(self) -> None:
+        tps = [TopicPartition(t, p, pos) for task in self.tasks.values()
+               for (t, p), pos in task.changelog_offsets.items()]
+        self._consumer.assign(tps)
+        self._paused_until = 0.0
+
+    def add(self, task: StandbyTask) -> None:
+        self.tasks[task.id] = task
+        self._assign()
+
+    def remove(self, tid: TaskId) -> StandbyTask | None:
+        task = self.tasks.pop(tid, None)
+        if task is not None:
+            task.close()
+            self._assign()
+        return task
+
+    def step(self, max_records: int = 10_000) -> int:
+        if not self.tasks:
+            return 0
+        now = time.monotonic()
+        if self._paused_until:
+            if now < self._paused_until:
+                return 0
+            self._consumer.resume(self._consumer.assignment())
+            self._paused_until = 0.0
+        msgs = self._consumer.consume(num_messages=max_records, timeout=0)
+        by_tp: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
+        last: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            if m.error() is not None:
+                continue
+            tp = (str(m.topic()), int(m.partition() or 0))
+            by_tp.setdefault(tp, []).append((m.key() or b"", m.value()))
+            last[tp] = int(m.offset() or 0)
+        owners = {tp: task for task in self.tasks.values() for tp in task.changelog_of}
+        for tp, batch in by_tp.items():
+            task = owners.get(tp)
+            if task is not None:
+                task.changelog_of[tp].restore_batch(batch)
+                task.changelog_offsets[tp] = last[tp] + 1
+        for tp, task in owners.items():
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+            if high is not None and high >= 0:
+                task.end_offsets[tp] = int(high)
+        if not msgs:
+            # caught up; transaction markers leave gaps, so take the consumer's own position
+            for tp_pos in self._consumer.position(self._consumer.assignment()):
+                task = owners.get((tp_pos.topic, tp_pos.partition))
+                tp = (tp_pos.topic, tp_pos.partition)
+                if task is not None and tp_pos.offset > task.changelog_offsets[tp]:
+                    task.changelog_offsets[tp] = tp_pos.offset
+            self._consumer.pause(self._consumer.assignment())
+            self._paused_until = now + self._idle_s
+        return len(msgs)
+
+    def checkpoint_all(self) -> None:
+        for task in self.tasks.values():
+            task.checkpoint()
+
+    def close(self) -> None:
+        for tid in list(self.tasks):
+            self.remove(tid)
+        self._consumer.close()

@@ -1,0 +1,55 @@
+"""kill -9 in the middle of a run: at-least-once loses nothing, exactly_once_v2 is exact."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from instance.localcluster import produce, sample_lines
+from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
+
+pytestmark = pytest.mark.integration
+
+LINES = 30_000  # ~225k words through the repartition topic and the count store
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: str) -> None:
+    cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, f"processing.guarantee={guarantee}",
+                                       "commit.interval.ms=200")
+    lines = sample_lines(LINES, seed=5)
+    truth = word_counts(lines)
+    words = sorted(truth)
+    cluster.start()
+    try:
+        cluster.wait_running(120)
+        produce(bootstrap, topic, ((None, t.encode()) for t in lines))
+        target = cluster.instances[0].target
+
+        def some_progress() -> bool:
+            got = query_all(target, words[:5], allow_stale=True)
+            return all(v and v > truth[w] // 10 for w, v in got.items())
+
+        wait_until(some_progress, 120, "a tenth of the input to be counted", cluster.logs)
+        cluster.signal(1, signal.SIGKILL)
+        cluster.wait_exit(1, 30)
+        cluster.start([1])  # same instance id and state dir
+
+        def done() -> bool:
+            got = query_all(target, words)
+            if guarantee == "exactly_once_v2":
+                return got == dict(truth)
+            return all(got[w] is not None and got[w] >= truth[w] for w in words)
+
+        wait_until(done, 240, f"every count to be {'exact' if guarantee == 'exactly_once_v2' else '>= truth'}",
+                   cluster.logs)
+        final = query_all(target, words)
+        assert set(final) == set(truth)
+        if guarantee == "exactly_once_v2":
+            assert final == dict(truth)
+        else:
+            assert all(final[w] >= truth[w] for w in words)
+    finally:
+        cluster.stop()

@@ -1,0 +1,77 @@
+"""num.standby.replicas=1: kill -9 the active owner of a key; the standby answers at once, flagged
+STANDBY and stale with its lag; after the rebalance the new active answers with stale=false."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from instance.localcluster import produce, sample_lines
+from router.client import QueryClient
+from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
+
+pytestmark = pytest.mark.integration
+
+
+def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: Path, unique: str) -> None:
+    cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 3, "num.standby.replicas=1",
+                                       "commit.interval.ms=300", "session.timeout.ms=6000")
+    lines = sample_lines(5000, seed=3)
+    truth = word_counts(lines)
+    cluster.start()
+    try:
+        cluster.wait_running(120)
+        produce(bootstrap, topic, ((None, t.encode()) for t in lines))
+        first = cluster.instances[0].target
+        wait_until(lambda: query_all(first, sorted(truth)) == dict(truth), 120, "all counts", cluster.logs)
+
+        with QueryClient(first) as q:
+            def standbys_warm() -> bool:
+                md = q.metadata()
+                # word count: sub-topology 1 holds the store
+                stateful = {t for i in md.instances for t in i.active_tasks if t.startswith("1_")}
+                standby = {t: i.instance_id for i in md.instances for t in i.standby_tasks}
+                lags = [s.lag for i in md.instances for s in i.stores if s.role == "STANDBY"]
+                return stateful and set(standby) >= stateful and lags and max(lags) == 0
+            wait_until(standbys_warm, 60, "every stateful task to have a caught-up standby", cluster.logs)
+
+            # a word owned by instance 2, asked through instance 0
+            owned = [w for w in truth if q.get("counts", w).metadata["served_by"] == cluster.instances[2].instance_id]
+            assert owned
+            word = owned[0]
+
+            cluster.signal(2, signal.SIGKILL)
+            t_kill = time.monotonic()
+
+            def standby_answer() -> dict | None:
+                try:
+                    r = q.get("counts", word, allow_stale=True)
+                except grpc.RpcError:
+                    return None
+                return r.metadata if r.metadata["role"] == "STANDBY" and r.value == truth[word] else None
+
+            meta = wait_until(standby_answer, 30, "an answer from the standby", cluster.logs)
+            t_standby = time.monotonic() - t_kill
+            assert meta["stale"] is True
+            assert meta["lag"] >= 0 and meta["served_by"] != cluster.instances[2].instance_id
+
+            def active_answer() -> dict | None:
+                try:
+                    r = q.get("counts", word)
+                except grpc.RpcError:
+                    return None
+                return r.metadata if r.metadata["role"] == "ACTIVE" and not r.metadata["stale"] \
+                    and r.value == truth[word] else None
+
+            meta = wait_until(active_answer, 120, "a non-stale answer from a new active", cluster.logs)
+            t_active = time.monotonic() - t_kill
+            assert meta["served_by"] in {cluster.instances[0].instance_id, cluster.instances[1].instance_id}
+        print(f"\nkill -9 -> first STANDBY answer {t_standby:.2f}s, first non-stale ACTIVE answer {t_active:.2f}s")
+        survivors = cluster.instances[0].target
+        assert query_all(survivors, sorted(truth)) == dict(truth)
+    finally:
+        cluster.stop()
