@@ -53,6 +53,7 @@ class StreamsConfig:
     poll_ms: int = field(default=100, metadata={"name": "poll.ms"})
     idle_backoff_ms: int = field(default=20, metadata={"name": "iqmesh.idle.backoff.ms"})
     session_timeout_ms: int = field(default=10_000, metadata={"name": "session.timeout.ms"})
+    max_poll_interval_ms: int = field(default=300_000, metadata={"name": "max.poll.interval.ms"})
     heartbeat_interval_ms: int = field(default=1000, metadata={"name": "iqmesh.heartbeat.interval.ms"})
     default_deserialization_exception_handler: str = field(
         default="fail", metadata={"name": "default.deserialization.exception.handler"})
@@ -79,7 +80,8 @@ class StreamsConfig:
             problems.append("default.deserialization.exception.handler must be fail or log-and-continue")
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
-        for name in ("max_poll_records", "poll_ms", "session_timeout_ms", "heartbeat_interval_ms"):
+        for name in ("max_poll_records", "poll_ms", "session_timeout_ms", "heartbeat_interval_ms",
+                     "max_poll_interval_ms"):
             if getattr(self, name) <= 0:
                 problems.append(f"{_NAMES_BY_FIELD[name]} must be positive")
         if problems:

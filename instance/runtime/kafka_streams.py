@@ -271,8 +271,13 @@ class KafkaStreams:
                 continue
             for p in range(self.layout.tasks_per_subtopology[st.id]):
                 tid = TaskId(st.id, p)
-                if p % threads == thread.index - 1 and \
-                        self.instance_id in self.view.standby_placement(str(tid), n):
+                if p % threads != thread.index - 1:
+                    continue
+                if self.view.owner(str(tid)) is None:
+                    # its active is gone: a standby held here is now the best replica; keep it
+                    if thread.standby is not None and tid in thread.standby.tasks:
+                        out.add(tid)
+                elif self.instance_id in self.view.standby_placement(str(tid), n):
                     out.add(tid)
         return out
 

@@ -74,24 +74,32 @@ class StandbyTask:
 
 
 class StandbyUpdater:
-    """One group-less consumer following the changelogs of every standby task of a thread. When
-    nothing new arrives it pauses for ``idle_s`` (the dev broker answers idle fetches in a loop)."""
+    """One group-less consumer following the changelogs of every standby task of a thread.
 
-    def __init__(self, consumer_conf: dict[str, Any], idle_s: float = 0.2) -> None:
+    Caught up, it pauses for ``idle_s`` (the dev broker answers idle fetches in a tight loop);
+    after resuming it stays resumed for ``window_s`` so a fetch has time to come back."""
+
+    def __init__(self, consumer_conf: dict[str, Any], idle_s: float = 0.2, window_s: float = 0.1) -> None:
         conf = dict(consumer_conf)
         conf.setdefault("enable.auto.commit", False)
         self._consumer = Consumer(conf)
         self.tasks: dict[TaskId, StandbyTask] = {}
         self._idle_s = idle_s
+        self._window_s = window_s
         self._paused_until = 0.0
+        self._active_until = 0.0
 
     def _assign(self) -> None:
         tps = [TopicPartition(t, p, pos) for task in self.tasks.values()
                for (t, p), pos in task.changelog_offsets.items()]
         self._consumer.assign(tps)
         self._paused_until = 0.0
+        self._active_until = time.monotonic() + self._window_s
 
     def add(self, task: StandbyTask) -> None:
+        for tp in task.changelog_of:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=5)
+            task.end_offsets[tp] = int(high)
         self.tasks[task.id] = task
         self._assign()
 
@@ -111,6 +119,7 @@ class StandbyUpdater:
                 return 0
             self._consumer.resume(self._consumer.assignment())
             self._paused_until = 0.0
+            self._active_until = now + self._window_s
         msgs = self._consumer.consume(num_messages=max_records, timeout=0)
         by_tp: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
         last: dict[tuple[str, int], int] = {}
@@ -130,11 +139,13 @@ class StandbyUpdater:
             _, high = self._consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
             if high is not None and high >= 0:
                 task.end_offsets[tp] = int(high)
-        if not msgs:
+        if msgs:
+            self._active_until = now + self._window_s
+        elif now >= self._active_until:
             # caught up; transaction markers leave gaps, so take the consumer's own position
             for tp_pos in self._consumer.position(self._consumer.assignment()):
-                task = owners.get((tp_pos.topic, tp_pos.partition))
                 tp = (tp_pos.topic, tp_pos.partition)
+                task = owners.get(tp)
                 if task is not None and tp_pos.offset > task.changelog_offsets[tp]:
                     task.changelog_offsets[tp] = tp_pos.offset
             self._consumer.pause(self._consumer.assignment())

@@ -84,6 +84,8 @@ class StreamThread(threading.Thread):
             "enable.auto.offset.store": False,
             "auto.offset.reset": config.auto_offset_reset,
             "session.timeout.ms": config.session_timeout_ms,
+            # also the rebalance timeout: how long a rebalance waits for members that do not rejoin
+            "max.poll.interval.ms": max(config.max_poll_interval_ms, config.session_timeout_ms),
             "heartbeat.interval.ms": max(100, config.session_timeout_ms // 5),
             "isolation.level": "read_committed" if config.eos else "read_uncommitted",
             "queued.max.messages.kbytes": 65536,
@@ -152,6 +154,17 @@ class StreamThread(threading.Thread):
         self.consumer = Consumer({**self._consumer_conf, "error_cb": self._consumer_error})
         self._subscribe()
 
+    def _rejoin_group(self, consumer: Consumer) -> Consumer:
+        """Leave with this consumer (revoking, so committing, through on_revoke) and join with a
+        new one. Measured on the dev broker: a new member's join completes a rebalance that
+        drops a dead member within seconds, where unsubscribe+subscribe of the same consumer
+        stalled for minutes."""
+        log.warning("%s: leaving and rejoining the group to move a dead member's tasks", self.name)
+        consumer.close()
+        self.consumer = Consumer({**self._consumer_conf, "error_cb": self._consumer_error})
+        self._subscribe()
+        return self.consumer
+
     def _subscribe(self) -> None:
         assert self.consumer is not None
         self.consumer.subscribe(sorted(self._topic_to_sub), on_assign=self._on_assign,
@@ -196,9 +209,7 @@ class StreamThread(threading.Thread):
                 self.commit()
             if self._rejoin:
                 self._rejoin = False
-                log.warning("%s: leaving and rejoining the group to move a dead member's tasks", self.name)
-                consumer.unsubscribe()  # revokes (commits) through on_revoke
-                self._subscribe()
+                consumer = self._rejoin_group(consumer)
 
     def _dispatch(self, msgs: list[Any], by_tp: dict[tuple[str, int], StreamTask]) -> None:
         """Hand records to tasks in runs of the same partition (librdkafka returns them so)."""
@@ -260,33 +271,34 @@ class StreamThread(threading.Thread):
     def commit(self) -> None:
         """Flush caches and stores, flush the producer, then commit offsets (or the transaction)."""
         assert self.collector is not None and self.consumer is not None
-        with self.lock:
-            running = [t for tid, t in self.tasks.items() if tid not in self.restoring]
-            if self.config.eos:
-                self._begin_txn()
+        # no lock: only this thread changes tasks; queries read stores, whose flush writes
+        # RocksDB before it drops cache entries
+        running = [t for tid, t in self.tasks.items() if tid not in self.restoring]
+        if self.config.eos:
+            self._begin_txn()
+        for task in running:
+            task.flush()
+        offsets = self._offsets()
+        if self.config.eos:
+            if not self._commit_transaction(offsets):
+                return
+        else:
+            self.collector.flush()
+            if offsets:
+                if self._commit_offsets(offsets):
+                    for tp in offsets:
+                        self._uncommitted.pop((tp.topic, tp.partition), None)
+                else:
+                    # keep them: if the rebalance gives these partitions back they are committed
+                    # then (our stores and changelogs already reflect these records)
+                    self._uncommitted.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+        for task in running:
+            task.committable.clear()
+        if not self.config.eos:
             for task in running:
-                task.flush()
-            offsets = self._offsets()
-            if self.config.eos:
-                if not self._commit_transaction(offsets):
-                    return
-            else:
-                self.collector.flush()
-                if offsets:
-                    if self._commit_offsets(offsets):
-                        for tp in offsets:
-                            self._uncommitted.pop((tp.topic, tp.partition), None)
-                    else:
-                        # keep them: if the rebalance gives these partitions back they are committed
-                        # then (our stores and changelogs already reflect these records)
-                        self._uncommitted.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
-            for task in running:
-                task.committable.clear()
-            if not self.config.eos:
-                for task in running:
-                    self._checkpoint(task)
-            if self.standby is not None:
-                self.standby.checkpoint_all()
+                self._checkpoint(task)
+        if self.standby is not None:
+            self.standby.checkpoint_all()
         self._last_commit = time.monotonic()
 
     def _checkpoint(self, task: StreamTask) -> None:

@@ -18,7 +18,8 @@ LINES = 30_000  # ~225k words through the repartition topic and the count store
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: str) -> None:
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, f"processing.guarantee={guarantee}",
-                                       "commit.interval.ms=200")
+                                       "commit.interval.ms=200", "session.timeout.ms=6000",
+                                       "max.poll.interval.ms=8000")
     lines = sample_lines(LINES, seed=5)
     truth = word_counts(lines)
     words = sorted(truth)

@@ -76,8 +76,12 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
         assert restoring_meta["lag"] > 0
         assert restoring_meta["end_offset"] > restoring_meta["position"]
         with QueryClient(target) as q:
-            wait_until(lambda: q.get("counts", "common").metadata["role"] == "ACTIVE", 120, "restore end",
-                       cluster.logs)
+            def active() -> bool:
+                try:
+                    return q.get("counts", "common").metadata["role"] == "ACTIVE"
+                except grpc.RpcError:
+                    return False
+            wait_until(active, 120, "the end of the restore", cluster.logs)
             assert q.get("counts", "common").value == KEYS
     finally:
         cluster.stop()

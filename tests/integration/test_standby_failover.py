@@ -19,7 +19,8 @@ pytestmark = pytest.mark.integration
 
 def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: Path, unique: str) -> None:
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 3, "num.standby.replicas=1",
-                                       "commit.interval.ms=300", "session.timeout.ms=6000")
+                                       "commit.interval.ms=300", "session.timeout.ms=6000",
+                                       "max.poll.interval.ms=8000")
     lines = sample_lines(5000, seed=3)
     truth = word_counts(lines)
     cluster.start()
