@@ -126,7 +126,8 @@ class KafkaStreams:
     def _start_thread(self, index: int) -> None:
         assert self.layout is not None
         t = StreamThread(index, self.config, self.topology, self.layout, self._on_thread_state,
-                         self._on_thread_error, self.restore_listener, self._standby_wanted)
+                         self._on_thread_error, self.restore_listener, self._standby_wanted,
+                         self._is_smallest_live_instance)
         self.threads.append(t)
         t.start()
 
@@ -237,6 +238,10 @@ class KafkaStreams:
         for s in self.instance_info().stores:
             out.setdefault(s.store, {})[s.partition] = s
         return out
+
+    def _is_smallest_live_instance(self) -> bool:
+        live = [i.instance_id for i in self.view.instances() if self.view.is_alive(i)]
+        return not live or min(live) >= self.instance_id
 
     def _check_dead_members(self) -> None:
         """A member that stopped heartbeating for longer than ``session.timeout.ms`` but still

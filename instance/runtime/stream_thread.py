@@ -51,7 +51,8 @@ class StreamThread(threading.Thread):
                  on_state: Callable[[StreamThread, ThreadState], None],
                  on_error: Callable[[StreamThread, BaseException], None],
                  restore_listener: StateRestoreListener | None = None,
-                 standby_wanted: Callable[[StreamThread], set[TaskId]] | None = None) -> None:
+                 standby_wanted: Callable[[StreamThread], set[TaskId]] | None = None,
+                 may_force_rejoin: Callable[[], bool] = lambda: True) -> None:
         super().__init__(name=f"{config.application_id}-StreamThread-{index}", daemon=True)
         self.index = index
         self.config = config
@@ -107,6 +108,7 @@ class StreamThread(threading.Thread):
         self._restore_conf = rconf
         self._restore_listener = restore_listener
         self._standby_wanted = standby_wanted
+        self._may_force_rejoin = may_force_rejoin
         self.standby: StandbyUpdater | None = None
         self._next_standby_check = 0.0
         self.restorer: ChangelogReader | None = None
@@ -116,6 +118,7 @@ class StreamThread(threading.Thread):
         self._last_commit = time.monotonic()
         self._in_txn = False
         self._rejoin = False
+        self._waiting_since = 0.0  # when this member started waiting for an assignment (0: has one)
         self._uncommitted: dict[tuple[str, int], int] = {}
         self.lock = threading.RLock()  # held while tasks are created/closed (queries read tasks)
 
@@ -167,6 +170,7 @@ class StreamThread(threading.Thread):
 
     def _subscribe(self) -> None:
         assert self.consumer is not None
+        self._waiting_since = time.monotonic()
         self.consumer.subscribe(sorted(self._topic_to_sub), on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_lost)
 
@@ -186,6 +190,7 @@ class StreamThread(threading.Thread):
         poll_s = self.config.poll_ms / 1000.0
         idle_s = self.config.idle_backoff_ms / 1000.0
         commit_s = self.config.effective_commit_interval_ms / 1000.0
+        stuck_s = (self.config.session_timeout_ms + self.config.max_poll_interval_ms) / 1000.0
         by_tp = self._by_tp
         restorer = self.restorer
         collector = self.collector
@@ -207,6 +212,14 @@ class StreamThread(threading.Thread):
                 self._idle(consumer, idle_s)
             if time.monotonic() - self._last_commit >= commit_s:
                 self.commit()
+            if self._waiting_since and time.monotonic() - self._waiting_since > stuck_s \
+                    and self._may_force_rejoin():
+                # a rebalance that does not finish is waiting for a member that will never rejoin
+                # (a broker that does not expire members, e.g. the dev broker, after a kill -9);
+                # one instance only (the smallest live id) so that rejoins do not keep restarting it
+                waited = time.monotonic() - self._waiting_since
+                log.warning("%s: no assignment for %.0f s; rejoining", self.name, waited)
+                self._rejoin = True
             if self._rejoin:
                 self._rejoin = False
                 consumer = self._rejoin_group(consumer)
@@ -353,6 +366,7 @@ class StreamThread(threading.Thread):
 
     # -- rebalance ---------------------------------------------------------------------------------
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._waiting_since = time.monotonic()
         self._set_state(ThreadState.PARTITIONS_REVOKED)
         clean = True
         if self.tasks:
@@ -370,6 +384,7 @@ class StreamThread(threading.Thread):
         self._close_tasks(list(self.tasks))
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._waiting_since = 0.0
         self._set_state(ThreadState.PARTITIONS_ASSIGNED)
         wanted: dict[TaskId, list[TopicPartition]] = {}
         for tp in partitions:
