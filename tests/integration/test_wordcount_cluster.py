@@ -13,6 +13,7 @@ import pytest
 
 from instance.localcluster import LocalCluster, ensure_topic, produce, sample_lines
 from router.client import QueryClient
+from tests.integration.helpers import wait_committed
 
 pytestmark = pytest.mark.integration
 
@@ -70,6 +71,7 @@ def test_three_instances_answer_every_word_and_survive_one_leaving(bootstrap: st
             served_by = {q.get("counts", w).metadata["served_by"] for w in truth}
         assert len(served_by) == 3
 
+        wait_committed(bootstrap, f"wc-{unique}", [topic, f"wc-{unique}-counts-repartition"])
         cluster.signal(2)
         assert cluster.wait_exit(2, 60) == 0
         cluster.wait_running(120, expected=2)
