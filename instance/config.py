@@ -53,6 +53,7 @@ class StreamsConfig:
     poll_ms: int = field(default=100, metadata={"name": "poll.ms"})
     idle_backoff_ms: int = field(default=20, metadata={"name": "iqmesh.idle.backoff.ms"})
     session_timeout_ms: int = field(default=10_000, metadata={"name": "session.timeout.ms"})
+    state_cleanup_delay_ms: int = field(default=600_000, metadata={"name": "state.cleanup.delay.ms"})
     max_poll_interval_ms: int = field(default=300_000, metadata={"name": "max.poll.interval.ms"})
     heartbeat_interval_ms: int = field(default=1000, metadata={"name": "iqmesh.heartbeat.interval.ms"})
     default_deserialization_exception_handler: str = field(

@@ -26,6 +26,7 @@ from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
 from instance.runtime.task import TaskId
+from instance.state.cleanup import clean_unowned_task_dirs
 from instance.topology.topology import Topology
 from router.metadata import (
     NOT_AVAILABLE,
@@ -83,6 +84,7 @@ class KafkaStreams:
         self._close_lock = threading.Lock()
         self.last_error: BaseException | None = None
         self._dead_handled: set[tuple[str, int]] = set()
+        self._next_cleanup = time.monotonic() + self.config.state_cleanup_delay_ms / 1000.0
 
     # -- state --------------------------------------------------------------------------------
     @property
@@ -118,7 +120,7 @@ class KafkaStreams:
             raise
         self._metadata = MetadataService(self.config.bootstrap_servers, self.config.application_id,
                                          self.instance_id, self.instance_info, self.view,
-                                         self.config.heartbeat_interval_ms, on_tick=self._check_dead_members)
+                                         self.config.heartbeat_interval_ms, on_tick=self._on_metadata_tick)
         self._metadata.start()
         for i in range(self.config.num_stream_threads):
             self._start_thread(i + 1)
@@ -238,6 +240,24 @@ class KafkaStreams:
         for s in self.instance_info().stores:
             out.setdefault(s.store, {})[s.partition] = s
         return out
+
+    def _maybe_clean_state_dir(self) -> None:
+        """Every ``state.cleanup.delay.ms``: remove task directories no thread holds."""
+        now = time.monotonic()
+        if now < self._next_cleanup:
+            return
+        self._next_cleanup = now + self.config.state_cleanup_delay_ms / 1000.0
+        owned: set[str] = set()
+        for t in self.threads:
+            with t.lock:
+                owned.update(str(tid) for tid in t.tasks)
+                if t.standby is not None:
+                    owned.update(str(tid) for tid in t.standby.tasks)
+        clean_unowned_task_dirs(self.config.app_state_dir, owned, self.config.state_cleanup_delay_ms)
+
+    def _on_metadata_tick(self) -> None:
+        self._check_dead_members()
+        self._maybe_clean_state_dir()
 
     def _is_smallest_live_instance(self) -> bool:
         live = [i.instance_id for i in self.view.instances() if self.view.is_alive(i)]

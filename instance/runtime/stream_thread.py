@@ -424,7 +424,7 @@ class StreamThread(threading.Thread):
         task_dir = self._task_dir(tid)
         lock = TaskDirLock(task_dir)
         if st.stores:
-            lock.acquire()
+            lock.acquire(wait_s=5.0)
         changelogs = [(self.layout.changelogs[s], tid.partition) for s in st.stores
                       if s in self.layout.changelogs]
         checkpoint = read_checkpoint(task_dir) if st.stores else {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 from pathlib import Path
 from typing import IO
 
@@ -57,15 +58,22 @@ class TaskDirLock:
         self.task_dir = task_dir
         self._f: IO[str] | None = None
 
-    def acquire(self) -> None:
+    def acquire(self, wait_s: float = 0.0) -> None:
+        """Take the lock, retrying for ``wait_s`` (the cleaner holds unowned dirs briefly)."""
         self.task_dir.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + wait_s
         f = open(self.task_dir / LOCK, "a+")  # noqa: SIM115 - held until release()
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.close()
-            raise StreamsException(f"task directory {self.task_dir} is locked by another thread or "
-                                   f"process; is another instance using the same state.dir?") from None
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    f.close()
+                    raise StreamsException(
+                        f"task directory {self.task_dir} is locked by another thread or process; "
+                        f"is another instance using the same state.dir?") from None
+                time.sleep(0.05)
         self._f = f
 
     def release(self) -> None:
