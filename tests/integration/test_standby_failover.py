@@ -16,7 +16,7 @@ import pytest
 
 from instance.localcluster import produce, sample_lines
 from router.client import QueryClient
-from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
+from tests.integration.helpers import query_all, wait_committed, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -35,15 +35,16 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
         produce(bootstrap, topic, ((None, t.encode()) for t in lines))
         first = cluster.instances[0].target
         wait_until(lambda: query_all(first, sorted(truth)) == dict(truth), 120, "all counts", cluster.logs)
+        # committed offsets at the end mean the changelogs hold the final counts (flushed first)
+        wait_committed(bootstrap, f"wc-{unique}", [topic, f"wc-{unique}-counts-repartition"])
 
         with QueryClient(first) as q:
             def standbys_warm() -> bool:
+                """Every store partition has a standby at (or past) its active's position."""
                 md = q.metadata()
-                # word count: sub-topology 1 holds the store
-                stateful = {t for i in md.instances for t in i.active_tasks if t.startswith("1_")}
-                standby = {t: i.instance_id for i in md.instances for t in i.standby_tasks}
-                lags = [s.lag for i in md.instances for s in i.stores if s.role == "STANDBY"]
-                return stateful and set(standby) >= stateful and lags and max(lags) == 0
+                active = {s.partition: s.position for i in md.instances for s in i.stores if s.role == "ACTIVE"}
+                standby = {s.partition: s.position for i in md.instances for s in i.stores if s.role == "STANDBY"}
+                return len(active) == 6 and all(standby.get(p, -1) >= pos for p, pos in active.items())
             wait_until(standbys_warm, 60, "every stateful task to have a caught-up standby", cluster.logs)
 
             # a word owned by instance 2, asked through instance 0
@@ -54,14 +55,19 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
             cluster.signal(2, signal.SIGKILL)
             t_kill = time.monotonic()
 
+            seen: list[object] = []
+
             def standby_answer() -> dict | None:
                 try:
                     r = q.get("counts", word, allow_stale=True)
-                except grpc.RpcError:
+                except grpc.RpcError as e:
+                    seen.append(e.details())
                     return None
+                seen.append((r.value, r.metadata))
                 return r.metadata if r.metadata["role"] == "STANDBY" and r.value == truth[word] else None
 
-            meta = wait_until(standby_answer, 30, "an answer from the standby", cluster.logs)
+            meta = wait_until(standby_answer, 30, "an answer from the standby",
+                              lambda: f"truth {truth[word]}; last answers {seen[-3:]}\n{cluster.logs()}")
             t_standby = time.monotonic() - t_kill
             assert meta["stale"] is True
             assert meta["lag"] >= 0 and meta["served_by"] != cluster.instances[2].instance_id
@@ -80,6 +86,7 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
         print(f"\nkill -9 -> first STANDBY answer {t_standby:.2f}s, first non-stale ACTIVE answer {t_active:.2f}s "
               f"(served by {meta['served_by']})")
         survivors = cluster.instances[0].target
-        assert query_all(survivors, sorted(truth)) == dict(truth)
+        wait_until(lambda: query_all(survivors, sorted(truth)) == dict(truth), 60, "every count again",
+                   cluster.logs)
     finally:
         cluster.stop()
