@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -55,6 +56,10 @@ def run_demo(data_dir: Path, lines: int = 2000, exit_when_ready: bool = False) -
             return 0
         print("\nPress Ctrl-C to stop the instances (the broker keeps running: "
               f"iqmesh broker stop --data-dir {data_dir / 'broker'}).", flush=True)
+        def interrupt(*_: object) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, interrupt)  # stop the instances on SIGTERM too
         try:
             while cluster.running():
                 time.sleep(1)
