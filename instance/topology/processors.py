@@ -122,6 +122,9 @@ class StoreForwardingProcessor(BaseProcessor):
             ctx.forward(key, value, timestamp)
 
         self.store.set_flush_listener(on_change)
+        self._get = self.store.get
+        self._put = self.store.put
+        self._record = context.record
 
 
 class AggregateProcessor(StoreForwardingProcessor):
@@ -133,12 +136,6 @@ class AggregateProcessor(StoreForwardingProcessor):
         self.store_name = store_name
         self.initializer = initializer
         self.aggregator = aggregator
-
-    def init(self, context: ProcessorContext) -> None:
-        super().init(context)
-        self._get = self.store.get
-        self._put = self.store.put
-        self._record = context.record
 
     def process(self, key: Any, value: Any) -> None:
         if key is None or value is None:
@@ -166,12 +163,6 @@ class CountProcessor(StoreForwardingProcessor):
 
     def __init__(self, store_name: str) -> None:
         self.store_name = store_name
-
-    def init(self, context: ProcessorContext) -> None:
-        super().init(context)
-        self._get = self.store.get
-        self._put = self.store.put
-        self._record = context.record
 
     def process(self, key: Any, value: Any) -> None:
         if key is None or value is None:

@@ -17,6 +17,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from router.partitioner import default_partition
+
 pytestmark = pytest.mark.integration
 
 ON_DEV_BROKER = not os.environ.get("IQMESH_BOOTSTRAP")
@@ -26,33 +28,9 @@ TIMEOUT = 30.0
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (signed 32-bit result), byte for byte."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    tail, rest = length & ~3, length % 4
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def java_partition(key: bytes, num_partitions: int) -> int:
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+    """Java's default partition (router.partitioner is checked against Kafka's vectors in unit tests)."""
+    return default_partition(key, num_partitions)
 
 
 def create_topics(admin: AdminClient, topics: dict[str, int], config: dict[str, str] | None = None) -> None:
@@ -168,18 +146,6 @@ def test_create_compacted_topic_with_partitions(admin: AdminClient, unique: str)
 
 
 # --------------------------------------------------------------------------------------------- partitioner
-
-
-def test_murmur2_matches_java_vectors() -> None:
-    vectors = {
-        b"21": -973932308,
-        b"foobar": -790332482,
-        b"a-little-bit-long-string": -985981536,
-        b"a-little-bit-longer-string": -1486304829,
-        b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
-        b"abc": 479470107,
-    }
-    assert {key: murmur2(key) for key in vectors} == vectors
 
 
 def test_murmur2_random_partitioner_matches_java(bootstrap: str, admin: AdminClient, unique: str) -> None:

@@ -27,6 +27,12 @@ def wordcount_cluster(bootstrap: str, tmp_path: Path, unique: str, size: int, *c
     return cluster, topic
 
 
+def static_membership(cluster: LocalCluster) -> None:
+    """Give every instance its own ``group.instance.id``, as a StatefulSet does (pod name)."""
+    for inst in cluster.instances:
+        cluster.per_instance_config[inst.instance_id] = [f"group.instance.id={inst.instance_id}"]
+
+
 def word_counts(lines: list[str]) -> collections.Counter[str]:
     return collections.Counter(w for t in lines for w in re.split(r"\W+", t.lower()) if w)
 

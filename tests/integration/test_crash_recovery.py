@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from instance.localcluster import produce, sample_lines
-from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
+from tests.integration.helpers import query_all, static_membership, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -22,8 +22,7 @@ def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: s
                                        "max.poll.interval.ms=8000")
     # static membership, as a StatefulSet runs it: the restarted process takes over its own member
     # (the dev broker never expires a killed dynamic member, which would stall the group)
-    for inst in cluster.instances:
-        cluster.per_instance_config[inst.instance_id] = [f"group.instance.id={inst.instance_id}"]
+    static_membership(cluster)
     lines = sample_lines(LINES, seed=5)
     truth = word_counts(lines)
     words = sorted(truth)

@@ -16,7 +16,14 @@ import pytest
 
 from instance.localcluster import produce, sample_lines
 from router.client import QueryClient
-from tests.integration.helpers import query_all, wait_committed, wait_until, word_counts, wordcount_cluster
+from tests.integration.helpers import (
+    query_all,
+    static_membership,
+    wait_committed,
+    wait_until,
+    word_counts,
+    wordcount_cluster,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -25,8 +32,7 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 3, "num.standby.replicas=1",
                                        "commit.interval.ms=300", "session.timeout.ms=6000",
                                        "max.poll.interval.ms=8000")
-    for inst in cluster.instances:
-        cluster.per_instance_config[inst.instance_id] = [f"group.instance.id={inst.instance_id}"]
+    static_membership(cluster)
     lines = sample_lines(5000, seed=3)
     truth = word_counts(lines)
     cluster.start()

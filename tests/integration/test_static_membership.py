@@ -10,7 +10,7 @@ import pytest
 
 from instance.localcluster import produce, sample_lines
 from router.client import QueryClient
-from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
+from tests.integration.helpers import query_all, static_membership, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -26,10 +26,7 @@ def _tasks(target: str, instance_id: str) -> tuple[str, ...]:
 def test_restart_within_session_timeout_keeps_partitions(bootstrap: str, tmp_path: Path, unique: str) -> None:
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, "session.timeout.ms=30000",
                                        "commit.interval.ms=300")
-    # static membership: each instance's own group.instance.id
-    for inst in cluster.instances:
-        inst_cfg = f"group.instance.id={inst.instance_id}"
-        cluster.per_instance_config[inst.instance_id] = [inst_cfg]
+    static_membership(cluster)
     lines = sample_lines(3000, seed=9)
     truth = word_counts(lines)
     cluster.start()
