@@ -50,6 +50,7 @@ class StreamsConfig:
         default=10 * 1024 * 1024, metadata={"name": "statestore.cache.max.bytes"})
     replication_factor: int = field(default=1, metadata={"name": "replication.factor"})
     max_poll_records: int = field(default=2000, metadata={"name": "max.poll.records"})
+    restore_max_poll_records: int = field(default=10_000, metadata={"name": "restore.consumer.max.poll.records"})
     poll_ms: int = field(default=100, metadata={"name": "poll.ms"})
     idle_backoff_ms: int = field(default=20, metadata={"name": "iqmesh.idle.backoff.ms"})
     session_timeout_ms: int = field(default=10_000, metadata={"name": "session.timeout.ms"})
@@ -81,8 +82,8 @@ class StreamsConfig:
             problems.append("default.deserialization.exception.handler must be fail or log-and-continue")
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
-        for name in ("max_poll_records", "poll_ms", "session_timeout_ms", "heartbeat_interval_ms",
-                     "max_poll_interval_ms"):
+        for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",
+                     "heartbeat_interval_ms", "max_poll_interval_ms"):
             if getattr(self, name) <= 0:
                 problems.append(f"{_NAMES_BY_FIELD[name]} must be positive")
         if problems:

@@ -190,13 +190,14 @@ class StreamThread(threading.Thread):
         poll_s = self.config.poll_ms / 1000.0
         idle_s = self.config.idle_backoff_ms / 1000.0
         commit_s = self.config.effective_commit_interval_ms / 1000.0
+        restore_batch = self.config.restore_max_poll_records
         stuck_s = (self.config.session_timeout_ms + self.config.max_poll_interval_ms) / 1000.0
         by_tp = self._by_tp
         restorer = self.restorer
         collector = self.collector
         while not self._shutdown.is_set():
             if restorer.active:
-                restorer.step(on_done=self._restored)
+                restorer.step(max_records=restore_batch, on_done=self._restored)
                 timeout = 0.0
             else:
                 timeout = poll_s

@@ -13,11 +13,14 @@ from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration
 
-KEYS = 300_000
+KEYS = 600_000
 
 
 def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique) -> None:  # type: ignore[no-untyped-def]
-    cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 1, "commit.interval.ms=500", partitions=1)
+    # small restore batches (Kafka Streams' restore.consumer.max.poll.records) keep the restore
+    # going long enough to query it
+    cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 1, "commit.interval.ms=500",
+                                       "restore.consumer.max.poll.records=10", partitions=1)
     produce(bootstrap, topic, ((None, f"k{i} common".encode()) for i in range(KEYS)))
     cluster.start()
     target = cluster.instances[0].target
