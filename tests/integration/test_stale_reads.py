@@ -13,7 +13,7 @@ from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration
 
-KEYS = 600_000
+KEYS = 300_000
 
 
 def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique) -> None:  # type: ignore[no-untyped-def]
