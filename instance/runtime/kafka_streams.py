@@ -16,7 +16,6 @@ from instance.config import StreamsConfig
 from instance.errors import (
     IllegalStateException,
     InvalidStateStoreException,
-    StreamsException,
     StreamsNotStartedException,
     UnknownStateStoreException,
 )
@@ -359,4 +358,4 @@ class KafkaStreams:
                              f"key: {e}") from e
 
 
-__all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse", "StreamsException", "LocalRead"]
+__all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse", "LocalRead"]

@@ -21,6 +21,7 @@ ChangelogSend = Callable[[bytes, bytes | None, int], None]
 FlushListener = Callable[[Any, Any, int], None]
 
 _MISSING = object()
+_STORED = object()
 _MIN_BUFFER = 1000
 
 
@@ -46,7 +47,6 @@ class KeyValueStore:
         self._unwritten: dict[bytes, bytes | None] = {}
         self._listener: FlushListener | None = None
         self._open = True
-        self.timestamp_of_put = 0
 
     # -- processor side ---------------------------------------------------------------------
     def set_flush_listener(self, listener: FlushListener | None) -> None:
@@ -147,26 +147,31 @@ class KeyValueStore:
         yield from self.range(None, None)
 
     def range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        """Entries with ``start <= key <= end`` (by serialized key) in key-byte order, the cache
+        overlaid on the bytes store (a cached None hides a stored key)."""
         ks, kd, vd = self._ks, self._kd, self._vd
-        overlay = {ks(k): v for k, v in list(self._cache.items())}
-        sb = None if start is None else ks(start)
-        eb: bytes | None = None
-        if end is not None:
-            end_b = ks(end)
-            assert end_b is not None  # serdes map only None to None
-            eb = end_b + b"\x00"  # inclusive end, like Kafka Streams
-        seen = set()
-        for kb, vb in self.inner.items(sb, eb):
-            seen.add(kb)
-            if kb in overlay:
-                v = overlay[kb]
-                if v is not None:
-                    yield kd(kb), v
-            else:
-                yield kd(kb), vd(vb)
-        for kb in sorted(k for k in overlay if k is not None and k not in seen):  # keys are never None
-            if (sb is None or kb >= sb) and (eb is None or kb < eb) and overlay[kb] is not None:
-                yield kd(kb), overlay[kb]
+
+        def key_bytes(k: Any) -> bytes:
+            kb = ks(k)
+            if kb is None:
+                raise ValueError(f"store {self.name}: key must not be None")
+            return kb
+
+        sb = None if start is None else key_bytes(start)
+        eb = None if end is None else key_bytes(end) + b"\x00"  # inclusive end, like Kafka Streams
+        merged: dict[bytes, Any] = {kb: _STORED for kb, _ in self.inner.items(sb, eb)}
+        for k, v in list(self._cache.items()):
+            kb = key_bytes(k)
+            if (sb is None or kb >= sb) and (eb is None or kb < eb):
+                merged[kb] = v
+        for kb in sorted(merged):
+            v = merged[kb]
+            if v is _STORED:
+                data = self.inner.get(kb)
+                if data is not None:
+                    yield kd(kb), vd(data)
+            elif v is not None:
+                yield kd(kb), v
 
     def approximate_num_entries(self) -> int:
         return self.inner.approximate_num_entries() + len(self._dirty)
