@@ -133,6 +133,8 @@ class KafkaStreams:
         t.start()
 
     def _on_thread_state(self, thread: StreamThread, s: ThreadState) -> None:
+        if self.state not in (State.CREATED, State.REBALANCING, State.RUNNING):
+            return  # shutting down: thread states no longer move the client
         if s in (ThreadState.PARTITIONS_REVOKED, ThreadState.PARTITIONS_ASSIGNED):
             if s is ThreadState.PARTITIONS_ASSIGNED:
                 self._assigned_at_ms = int(time.time() * 1000)
@@ -146,6 +148,8 @@ class KafkaStreams:
     def _on_thread_error(self, thread: StreamThread, exc: BaseException) -> None:
         self.last_error = exc
         log.error("stream thread %s died: %s", thread.name, exc, exc_info=exc)
+        if self.state in (State.NOT_RUNNING, State.ERROR):
+            return
         response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
         if self._handler is not None:
             try:

@@ -39,6 +39,15 @@ _VALID: dict[State, frozenset[State]] = {
 StateListener = Callable[[State, State], None]
 
 
+def _ignored(old: State, new: State) -> bool:
+    """Transitions Kafka Streams' ``KafkaStreams.setState`` refuses silently (returns false)."""
+    return ((old is State.PENDING_SHUTDOWN and new is not State.NOT_RUNNING)
+            or (old is State.NOT_RUNNING and new in (State.PENDING_SHUTDOWN, State.NOT_RUNNING))
+            or (old is State.REBALANCING and new is State.REBALANCING)
+            or (old is State.ERROR and new in (State.PENDING_ERROR, State.ERROR))
+            or (old is State.PENDING_ERROR and new is not State.ERROR))
+
+
 class StateMachine:
     """Thread-safe holder of the client state; notifies the listener outside the lock."""
 
@@ -55,12 +64,7 @@ class StateMachine:
         """Move to ``new``; returns False when Kafka Streams ignores the transition."""
         with self._lock:
             old = self._state
-            if old in (State.PENDING_SHUTDOWN, State.PENDING_ERROR) and new not in (
-                    State.NOT_RUNNING, State.ERROR):
-                return False
-            if old in (State.NOT_RUNNING, State.ERROR):
-                return False
-            if old is State.REBALANCING and new is State.REBALANCING:
+            if _ignored(old, new):
                 return False
             if not old.valid_transition(new):
                 raise IllegalStateException(f"invalid state transition from {old.name} to {new.name}")
