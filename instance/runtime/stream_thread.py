@@ -260,6 +260,12 @@ class StreamThread(threading.Thread):
         if not parts:
             self._shutdown.wait(idle_s)
             return
+        # an empty poll with records still behind the end offset is fetch latency, not idleness:
+        # pausing then would throw away what is being fetched
+        for tp in consumer.position(parts):
+            high = consumer.get_watermark_offsets(tp, cached=True)[1]
+            if tp.offset >= 0 and high is not None and high > tp.offset:
+                return
         consumer.pause(parts)
         self._shutdown.wait(idle_s)
         active = [tp for tp in parts if self._by_tp.get((tp.topic, tp.partition)) is not None
