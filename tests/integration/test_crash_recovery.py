@@ -63,10 +63,11 @@ def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: s
                        diff)
         except AssertionError:
             if guarantee == "exactly_once_v2" and all(v is None or v <= truth[w] for w, v in last.items()):
-                # Known, intermittent (about 1 run in 6 on the dev broker), not yet understood: after
-                # the kill -9 the restarted instance's share of the input stops being processed
-                # (counts stay below the truth, never above). Recorded in the closing note of
-                # issue 3; the no-double-count assertion above still holds on every poll.
+                # Known and intermittent on the dev broker (2 runs in 6): after the kill -9 the
+                # restarted instance's share stops being processed (counts below the truth, never
+                # above) and it restores nothing, which fits a zombie transaction the broker never
+                # aborts pinning the last stable offset. See the closing note of issue 3; the
+                # no-double-count assertion above holds on every poll.
                 pytest.xfail(f"exactly-once run stalled after kill -9 (no double counts): {diff()[:500]}")
             raise
         final = query_all(target, words)
