@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,15 +18,11 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from instance.devbroker import free_port
+
 WORDS = ("kafka streams table stream state store query mesh router partition task thread commit "
          "offset changelog standby replica rebalance restore window join cache punctuate record "
          "key value topic broker consumer producer group python rocksdb grpc instance").split()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def sample_lines(n: int, seed: int = 7) -> list[str]:

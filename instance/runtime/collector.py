@@ -47,8 +47,6 @@ class RecordCollector:
         self._poll = producer.poll
         self._error: KafkaError | None = None
         self._lock = threading.Lock()
-        #: last written offset per (topic, partition) that asked to be tracked (changelogs)
-        self.offsets: dict[tuple[str, int], int] = {}
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              partition: int = -1) -> None:
@@ -66,23 +64,6 @@ class RecordCollector:
                 return
             except BufferError:
                 continue
-
-    def send_tracked(self, topic: str, key: bytes, value: bytes | None, timestamp: int,
-                     partition: int) -> None:
-        """Send and record the offset it lands at (used for the last changelog record of a flush)."""
-        def on_delivery(err: KafkaError | None, msg: Any) -> None:
-            if err is not None:
-                self._fail(err)
-            else:
-                tp = (msg.topic(), msg.partition())
-                if msg.offset() > self.offsets.get(tp, -1):
-                    self.offsets[tp] = msg.offset()
-        while True:
-            try:
-                self._produce(topic, value, key, partition, timestamp=timestamp, on_delivery=on_delivery)
-                return
-            except BufferError:
-                self._poll(0.05)
 
     def _fail(self, err: KafkaError) -> None:
         with self._lock:

@@ -31,6 +31,26 @@ class StateRestoreListener(Protocol):
     def on_restore_end(self, topic: str, partition: int, store: str, total: int) -> None: ...
 
 
+TopicPart = tuple[str, int]
+
+
+def changelog_batches(msgs: list[Any]) -> tuple[dict[TopicPart, list[tuple[bytes, bytes | None]]],
+                                                 dict[TopicPart, int]]:
+    """Changelog records of one consume call, per partition as (key, value) pairs ready for
+    ``KeyValueStore.restore_batch``, and the last offset seen per partition."""
+    batches: dict[TopicPart, list[tuple[bytes, bytes | None]]] = {}
+    last: dict[TopicPart, int] = {}
+    for m in msgs:
+        if m.error():
+            continue
+        topic, partition, offset = m.topic(), m.partition(), m.offset()
+        assert topic is not None and partition is not None and offset is not None  # set unless error
+        tp = (topic, partition)
+        batches.setdefault(tp, []).append((cast(bytes, m.key()), m.value()))
+        last[tp] = offset
+    return batches, last
+
+
 class LoggingRestoreListener:
     """Prints restore progress (start, at most one progress line a second, end with records/s)."""
 
@@ -119,9 +139,6 @@ class ChangelogReader:
         """(position, end offset) of each changelog partition ``owner`` is restoring."""
         return {tp: (r.position, r.end) for tp, r in self._parts.items() if r.owner is owner}
 
-    def lag(self, owner: Any) -> int:
-        return sum(max(0, r.end - r.position) for r in self._parts.values() if r.owner is owner)
-
     @property
     def active(self) -> bool:
         return bool(self._parts)
@@ -132,16 +149,7 @@ class ChangelogReader:
         if not self._parts:
             return 0
         msgs = self._consumer.consume(num_messages=max_records, timeout=timeout)
-        batches: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
-        last: dict[tuple[str, int], int] = {}
-        for m in msgs:
-            if m.error():
-                continue
-            topic, partition, offset = m.topic(), m.partition(), m.offset()
-            assert topic is not None and partition is not None and offset is not None  # set unless error
-            tp = (topic, partition)
-            batches.setdefault(tp, []).append((cast(bytes, m.key()), m.value()))
-            last[tp] = offset
+        batches, last = changelog_batches(msgs)
         n = 0
         for tp, batch in batches.items():
             r = self._parts.get(tp)

@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from instance.runtime.restore import changelog_batches
 from instance.runtime.task import TaskId
 from instance.state.bytes_store import InMemoryBytesStore, RocksDBBytesStore
 from instance.state.checkpoint import TaskDirLock, read_checkpoint, write_checkpoint
@@ -55,9 +56,6 @@ class StandbyTask:
                 self.changelog_of[tp] = store
                 self.changelog_offsets[tp] = checkpoint.get(tp, 0) if complete and persistent else 0
         self.end_offsets: dict[tuple[str, int], int] = dict(self.changelog_offsets)
-
-    def lag(self) -> int:
-        return sum(max(0, self.end_offsets.get(tp, 0) - pos) for tp, pos in self.changelog_offsets.items())
 
     def checkpoint(self) -> None:
         for store in self.stores.values():
@@ -121,14 +119,7 @@ class StandbyUpdater:
             self._paused_until = 0.0
             self._active_until = now + self._window_s
         msgs = self._consumer.consume(num_messages=max_records, timeout=0)
-        by_tp: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
-        last: dict[tuple[str, int], int] = {}
-        for m in msgs:
-            if m.error() is not None:
-                continue
-            tp = (str(m.topic()), int(m.partition() or 0))
-            by_tp.setdefault(tp, []).append((m.key() or b"", m.value()))
-            last[tp] = int(m.offset() or 0)
+        by_tp, last = changelog_batches(msgs)
         owners = {tp: task for task in self.tasks.values() for tp in task.changelog_of}
         for tp, batch in by_tp.items():
             task = owners.get(tp)

@@ -35,11 +35,6 @@ class TaskId:
     def __str__(self) -> str:
         return f"{self.subtopology}_{self.partition}"
 
-    @staticmethod
-    def parse(text: str) -> TaskId:
-        a, b = text.split("_")
-        return TaskId(int(a), int(b))
-
 
 class _NoLock:
     def release(self) -> None:
@@ -73,9 +68,6 @@ class PartitionGroup:
 
     def add(self, topic: str, msgs: list[Any]) -> None:
         self.queues[topic].extend(msgs)
-
-    def buffered(self) -> int:
-        return sum(len(q) for q in self.queues.values())
 
     def clear(self) -> None:
         for q in self.queues.values():
