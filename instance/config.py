@@ -61,6 +61,9 @@ class StreamsConfig:
         default="fail", metadata={"name": "default.deserialization.exception.handler"})
     auto_offset_reset: str = field(default="earliest", metadata={"name": "auto.offset.reset"})
     in_memory_stores: bool = field(default=False, metadata={"name": "iqmesh.in.memory.stores"})
+    #: announce membership changes so peers commit first, remove dead members, fence zombie
+    #: producers (instance/runtime/membership.py); needed on the dev broker, harmless on Kafka
+    membership_assist: bool = field(default=True, metadata={"name": "iqmesh.membership.assist"})
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
 
     def __post_init__(self) -> None:

@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from router.assignment import successor
+
 
 @dataclass(frozen=True)
 class HostInfo:
@@ -56,6 +58,13 @@ class InstanceInfo:
     assigned_at_ms: int = 0
     heartbeat_ms: int = 0
     stores: tuple[StorePartitionInfo, ...] = field(default_factory=tuple)
+    #: a membership change this instance is about to make (``kind:subject:by:ms``), see
+    #: instance/runtime/membership.py; peers commit, pause and list it in ``acks``
+    intent: str = ""
+    acks: tuple[str, ...] = ()
+    threads: int = 1
+    #: group member id of each stream thread (what the ``range`` assignor sorts by)
+    member_ids: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -66,6 +75,8 @@ class InstanceInfo:
         d["active_tasks"] = tuple(d.get("active_tasks", ()))
         d["standby_tasks"] = tuple(d.get("standby_tasks", ()))
         d["restoring_tasks"] = tuple(d.get("restoring_tasks", ()))
+        d["acks"] = tuple(d.get("acks", ()))
+        d["member_ids"] = tuple(d.get("member_ids", ()))
         d["stores"] = tuple(StorePartitionInfo(**s) for s in d.get("stores", ()))
         return InstanceInfo(**d)
 
@@ -137,18 +148,33 @@ class ClusterView:
         found = [i for i in self.instances() if self.is_alive(i) and task_id in i.standby_tasks]
         return sorted(found, key=lambda i: (task_lag(i, task_id), i.instance_id))
 
-    def standby_placement(self, task_id: str, replicas: int) -> list[str]:
-        """Instance ids that should hold standbys of ``task_id``: the ``replicas`` live instances
-        after the active's owner on the sorted ring of instance ids. Every instance computes the
-        same answer from the same view, and the owner itself is never chosen."""
+    def takeover_member(self, task_id: str, num_partitions: int) -> str | None:
+        """The group member ``range`` will give ``task_id`` if its owner leaves (None: unknown)."""
+        owner = self.owner(task_id)
+        if owner is None or not owner.member_ids:
+            return None
+        members = [m for i in self.instances() if self.is_alive(i) for m in i.member_ids]
+        return successor(int(task_id.rsplit("_", 1)[1]), num_partitions, members, set(owner.member_ids))
+
+    def standby_placement(self, task_id: str, replicas: int, num_partitions: int = 0) -> list[str]:
+        """Instance ids that should hold standbys of ``task_id``. The first is the instance the
+        assignor will move the task to if its owner leaves (so a takeover restores only the
+        delta), the others follow the owner on the sorted ring of live instance ids. Every
+        instance computes the same answer from the same view; the owner is never chosen."""
         owner = self.owner(task_id)
         if owner is None or replicas <= 0:
             return []
-        ring = sorted(i.instance_id for i in self.instances() if self.is_alive(i))
+        live = [i for i in self.instances() if self.is_alive(i)]
+        ring = sorted(i.instance_id for i in live)
         if owner.instance_id not in ring:
             return []
         at = ring.index(owner.instance_id)
         others = ring[at + 1:] + ring[:at]
+        member = self.takeover_member(task_id, num_partitions) if num_partitions else None
+        heir = next((i.instance_id for i in live if member in i.member_ids), None)
+        if heir is not None and heir in others:
+            others.remove(heir)
+            others.insert(0, heir)
         return others[:replicas]
 
     def key_query_metadata(self, subtopology: int, partition: int) -> KeyQueryMetadata:

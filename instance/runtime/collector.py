@@ -15,6 +15,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from instance.errors import StreamsException
 from router.partitioner import LIBRDKAFKA_PARTITIONER
 
+Headers = list[tuple[str, str | bytes | None]]
+
 
 def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
                     transactional_id: str | None = None) -> dict[str, Any]:
@@ -49,18 +51,18 @@ class RecordCollector:
         self._lock = threading.Lock()
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-             partition: int = -1) -> None:
+             partition: int = -1, headers: Headers | None = None) -> None:
         try:
-            self._produce(topic, value, key, partition, timestamp=timestamp)
+            self._produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
         except BufferError:
-            self._send_after_room(topic, key, value, timestamp, partition)
+            self._send_after_room(topic, key, value, timestamp, partition, headers)
 
     def _send_after_room(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
-                         partition: int) -> None:
+                         partition: int, headers: Headers | None) -> None:
         while True:
             self._poll(0.05)
             try:
-                self._produce(topic, value, key, partition, timestamp=timestamp)
+                self._produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
                 return
             except BufferError:
                 continue

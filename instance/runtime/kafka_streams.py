@@ -20,6 +20,7 @@ from instance.errors import (
     UnknownStateStoreException,
 )
 from instance.runtime import internal_topics
+from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
@@ -82,7 +83,7 @@ class KafkaStreams:
         self._assigned_at_ms = 0
         self._close_lock = threading.Lock()
         self.last_error: BaseException | None = None
-        self._dead_handled: set[tuple[str, int]] = set()
+        self.membership: MembershipCoordinator | None = None
         self._next_cleanup = time.monotonic() + self.config.state_cleanup_delay_ms / 1000.0
 
     # -- state --------------------------------------------------------------------------------
@@ -120,6 +121,8 @@ class KafkaStreams:
         self._metadata = MetadataService(self.config.bootstrap_servers, self.config.application_id,
                                          self.instance_id, self.instance_info, self.view,
                                          self.config.heartbeat_interval_ms, on_tick=self._on_metadata_tick)
+        self.membership = MembershipCoordinator(self.config, self.view, self._metadata.publish_now,
+                                                lambda: list(self.threads), self._metadata.publish_tombstone)
         self._metadata.start()
         for i in range(self.config.num_stream_threads):
             self._start_thread(i + 1)
@@ -128,7 +131,7 @@ class KafkaStreams:
         assert self.layout is not None
         t = StreamThread(index, self.config, self.topology, self.layout, self._on_thread_state,
                          self._on_thread_error, self.restore_listener, self._standby_wanted,
-                         self._is_smallest_live_instance)
+                         self.membership)
         self.threads.append(t)
         t.start()
 
@@ -175,6 +178,11 @@ class KafkaStreams:
             self._sm.set(State.NOT_RUNNING)
             return True
         self._sm.set(State.PENDING_SHUTDOWN)
+        if self.membership is not None:
+            try:
+                self.membership.prepare_leave(static=bool(self.config.group_instance_id))
+            except Exception:  # leaving goes ahead; peers at worst redo uncommitted work
+                log.exception("announcing the leave failed")
         return self._shutdown(State.NOT_RUNNING, timeout)
 
     def _shutdown(self, final: State, timeout: float = 60.0) -> bool:
@@ -231,6 +239,10 @@ class KafkaStreams:
             assigned_at_ms=self._assigned_at_ms,
             heartbeat_ms=int(time.time() * 1000),
             stores=tuple(stores),
+            intent=self.membership.intent if self.membership else "",
+            acks=self.membership.acks if self.membership else (),
+            threads=self.config.num_stream_threads,
+            member_ids=tuple(t.member_id for t in self.threads if t.member_id),
         )
 
     def _changelog_tp(self, store: str, partition: int) -> tuple[str, int] | None:
@@ -259,53 +271,34 @@ class KafkaStreams:
         clean_unowned_task_dirs(self.config.app_state_dir, owned, self.config.state_cleanup_delay_ms)
 
     def _on_metadata_tick(self) -> None:
-        self._check_dead_members()
+        if self.membership is not None:
+            self.membership.tick(running=self.state is State.RUNNING)
         self._maybe_clean_state_dir()
 
-    def _is_smallest_live_instance(self) -> bool:
-        live = [i.instance_id for i in self.view.instances() if self.view.is_alive(i)]
-        return not live or min(live) >= self.instance_id
-
-    def _check_dead_members(self) -> None:
-        """A member that stopped heartbeating for longer than ``session.timeout.ms`` but still
-        holds tasks makes the smallest live instance rejoin the group, which forces a rebalance
-        without it. A broker that expires members does this itself; the dev broker never does."""
-        now = int(time.time() * 1000)
-        live = sorted(i.instance_id for i in self.view.instances() if self.view.is_alive(i, now))
-        if not live or live[0] != self.instance_id or self.state is not State.RUNNING:
-            return
-        for info in self.view.instances():
-            key = (info.instance_id, info.heartbeat_ms)
-            if (info.instance_id != self.instance_id and info.state in ("RUNNING", "REBALANCING")
-                    and (info.active_tasks or info.restoring_tasks)
-                    and now - info.heartbeat_ms > self.config.session_timeout_ms
-                    and key not in self._dead_handled):
-                self._dead_handled.add(key)
-                log.warning("instance %s missed its heartbeats for %d ms while holding tasks %s; "
-                            "forcing a rebalance", info.instance_id, now - info.heartbeat_ms,
-                            list(info.active_tasks))
-                for t in self.threads:
-                    t.request_rejoin()
-
     def _standby_wanted(self, thread: StreamThread) -> set[TaskId]:
-        """Standby tasks this thread should hold under the current placement."""
+        """Standby tasks this thread should hold under the current placement: on this instance,
+        the thread whose member the assignor would give the task to, else the task's partition
+        modulo the thread count."""
         n = self.config.num_standby_replicas
         if n <= 0 or self.layout is None:
             return set()
         out = set()
-        threads = self.config.num_stream_threads
+        mine = {t.member_id: t for t in self.threads if t.member_id}
         for st in self.topology.subtopologies():
             if not st.stores:
                 continue
-            for p in range(self.layout.tasks_per_subtopology[st.id]):
+            parts = self.layout.tasks_per_subtopology[st.id]
+            for p in range(parts):
                 tid = TaskId(st.id, p)
-                if p % threads != thread.index - 1:
+                heir = mine.get(self.view.takeover_member(str(tid), parts) or "")
+                host = heir.index if heir is not None else p % self.config.num_stream_threads + 1
+                if host != thread.index:
                     continue
                 if self.view.owner(str(tid)) is None:
                     # its active is gone: a standby held here is now the best replica; keep it
                     if thread.standby is not None and tid in thread.standby.tasks:
                         out.add(tid)
-                elif self.instance_id in self.view.standby_placement(str(tid), n):
+                elif self.instance_id in self.view.standby_placement(str(tid), n, parts):
                     out.add(tid)
         return out
 

@@ -66,6 +66,11 @@ class MetadataService(threading.Thread):
         self._producer.produce(self.topic, info.to_json(), info.instance_id.encode())
         self._producer.flush(5)
 
+    def publish_tombstone(self, instance_id: str) -> None:
+        """Drop another instance from every view (it was removed from the group as dead)."""
+        self._producer.produce(self.topic, None, instance_id.encode())
+        self._producer.flush(5)
+
     def run(self) -> None:
         next_beat = 0.0
         tp = TopicPartition(self.topic, 0)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from instance.state.kv_store import KeyValueStore
+from instance.state.source_offsets import covered
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +35,12 @@ class StateRestoreListener(Protocol):
 TopicPart = tuple[str, int]
 
 
-def changelog_batches(msgs: list[Any]) -> tuple[dict[TopicPart, list[tuple[bytes, bytes | None]]],
-                                                 dict[TopicPart, int]]:
+def changelog_batches(msgs: list[Any], committed: Mapping[TopicPart, Mapping[str, int]] | None = None
+                      ) -> tuple[dict[TopicPart, list[tuple[bytes, bytes | None]]], dict[TopicPart, int]]:
     """Changelog records of one consume call, per partition as (key, value) pairs ready for
-    ``KeyValueStore.restore_batch``, and the last offset seen per partition."""
+    ``KeyValueStore.restore_batch``, and the last offset seen per partition. With ``committed``
+    (changelog partition -> committed input offsets of its task), records written from input
+    the commits do not cover are left out (instance/state/source_offsets.py)."""
     batches: dict[TopicPart, list[tuple[bytes, bytes | None]]] = {}
     last: dict[TopicPart, int] = {}
     for m in msgs:
@@ -46,8 +49,15 @@ def changelog_batches(msgs: list[Any]) -> tuple[dict[TopicPart, list[tuple[bytes
         topic, partition, offset = m.topic(), m.partition(), m.offset()
         assert topic is not None and partition is not None and offset is not None  # set unless error
         tp = (topic, partition)
-        batches.setdefault(tp, []).append((cast(bytes, m.key()), m.value()))
         last[tp] = offset
+        batch = batches.get(tp)
+        if batch is None:
+            batch = batches[tp] = []
+        if committed is not None:
+            marks = committed.get(tp)
+            if marks is not None and not covered(m.headers(), marks):
+                continue
+        batch.append((cast(bytes, m.key()), m.value()))
     return batches, last
 
 
@@ -89,6 +99,7 @@ class _Restoring:
     store: KeyValueStore
     end: int              # end offset when restoration started (exclusive)
     position: int         # next offset to apply
+    committed: Mapping[str, int] | None  # skip records these input offsets do not cover
     restored: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -100,6 +111,7 @@ class ChangelogReader:
         conf.setdefault("enable.partition.eof", False)
         self._consumer = Consumer(conf)
         self._parts: dict[tuple[str, int], _Restoring] = {}
+        self._committed: dict[TopicPart, Mapping[str, int]] = {}
         self.listener = listener
         self.total_restored = 0
 
@@ -108,13 +120,16 @@ class ChangelogReader:
         return int(low), int(high)
 
     def register(self, owner: Any, store: KeyValueStore, topic: str, partition: int,
-                 start: int | None) -> bool:
-        """Start restoring ``store`` from ``start`` (None: the beginning). False if nothing to do."""
+                 start: int | None, committed: Mapping[str, int] | None = None) -> bool:
+        """Start restoring ``store`` from ``start`` (None: the beginning). False if nothing to do.
+        ``committed``: the task's committed input offsets (at-least-once, see
+        instance/state/source_offsets.py)."""
         low, high = self.end_offsets(topic, partition)
         begin = low if start is None else max(start, low)
         if begin >= high:
             return False
-        self._parts[(topic, partition)] = _Restoring(owner, store, high, begin)
+        self._parts[(topic, partition)] = _Restoring(owner, store, high, begin, committed)
+        self._committed = {tp: r.committed for tp, r in self._parts.items() if r.committed is not None}
         if self.listener:
             self.listener.on_restore_start(topic, partition, store.name, begin, high)
         self._reassign()
@@ -149,7 +164,7 @@ class ChangelogReader:
         if not self._parts:
             return 0
         msgs = self._consumer.consume(num_messages=max_records, timeout=timeout)
-        batches, last = changelog_batches(msgs)
+        batches, last = changelog_batches(msgs, self._committed)
         n = 0
         for tp, batch in batches.items():
             r = self._parts.get(tp)

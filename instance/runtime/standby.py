@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,21 @@ from instance.runtime.task import TaskId
 from instance.state.bytes_store import InMemoryBytesStore, RocksDBBytesStore
 from instance.state.checkpoint import TaskDirLock, read_checkpoint, write_checkpoint
 from instance.state.kv_store import KeyValueStore
+from instance.state.source_offsets import covered
 from instance.state.spec import StoreSpec
+
+CommittedLookup = Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
 
 
 class StandbyTask:
     """The stores of one task, updated from the changelog only (no cache, no changelog writes)."""
 
     def __init__(self, task_id: TaskId, specs: list[StoreSpec], changelogs: dict[str, str],
-                 task_dir: Path, in_memory: bool) -> None:
+                 task_dir: Path, in_memory: bool, sources: list[str]) -> None:
         self.id = task_id
+        #: input topics of the task (at-least-once: records their commits do not cover yet are
+        #: held back, see instance/state/source_offsets.py)
+        self.sources = sources
         self.task_dir = task_dir
         self.dir_lock = TaskDirLock(task_dir)
         self.dir_lock.acquire()
@@ -77,11 +84,18 @@ class StandbyUpdater:
     Caught up, it pauses for ``idle_s`` (the dev broker answers idle fetches in a tight loop);
     after resuming it stays resumed for ``window_s`` so a fetch has time to come back."""
 
-    def __init__(self, consumer_conf: dict[str, Any], idle_s: float = 0.2, window_s: float = 0.1) -> None:
+    def __init__(self, consumer_conf: dict[str, Any], idle_s: float = 0.2, window_s: float = 0.1,
+                 committed: CommittedLookup | None = None) -> None:
         conf = dict(consumer_conf)
         conf.setdefault("enable.auto.commit", False)
         self._consumer = Consumer(conf)
         self.tasks: dict[TaskId, StandbyTask] = {}
+        #: at-least-once: the group's committed input offsets; None under exactly-once
+        self._committed = committed
+        self._marks: dict[tuple[str, int], int] = {}
+        #: changelog partition -> offset of the first record no commit covers yet (paused there)
+        self._held: dict[tuple[str, int], int] = {}
+        self._next_marks = 0.0
         self._idle_s = idle_s
         self._window_s = window_s
         self._paused_until = 0.0
@@ -90,6 +104,7 @@ class StandbyUpdater:
     def _assign(self) -> None:
         tps = [TopicPartition(t, p, pos) for task in self.tasks.values()
                for (t, p), pos in task.changelog_offsets.items()]
+        self._held.clear()
         self._consumer.assign(tps)
         self._paused_until = 0.0
         self._active_until = time.monotonic() + self._window_s
@@ -115,12 +130,16 @@ class StandbyUpdater:
         if self._paused_until:
             if now < self._paused_until:
                 return 0
-            self._consumer.resume(self._consumer.assignment())
+            self._resume()
             self._paused_until = 0.0
             self._active_until = now + self._window_s
-        msgs = self._consumer.consume(num_messages=max_records, timeout=0)
-        by_tp, last = changelog_batches(msgs)
         owners = {tp: task for task in self.tasks.values() for tp in task.changelog_of}
+        if self._held:
+            self._release_held(owners, now)
+        msgs = self._consumer.consume(num_messages=max_records, timeout=0)
+        if self._committed is not None:
+            msgs = self._hold_uncovered(msgs, owners)
+        by_tp, last = changelog_batches(msgs)
         for tp, batch in by_tp.items():
             task = owners.get(tp)
             if task is not None:
@@ -137,11 +156,53 @@ class StandbyUpdater:
             for tp_pos in self._consumer.position(self._consumer.assignment()):
                 tp = (tp_pos.topic, tp_pos.partition)
                 task = owners.get(tp)
-                if task is not None and tp_pos.offset > task.changelog_offsets[tp]:
+                if task is not None and tp not in self._held and tp_pos.offset > task.changelog_offsets[tp]:
                     task.changelog_offsets[tp] = tp_pos.offset
             self._consumer.pause(self._consumer.assignment())
             self._paused_until = now + self._idle_s
         return len(msgs)
+
+    def _resume(self) -> None:
+        parts = [tp for tp in self._consumer.assignment() if (tp.topic, tp.partition) not in self._held]
+        if parts:
+            self._consumer.resume(parts)
+
+    def _hold_uncovered(self, msgs: list[Any], owners: dict[tuple[str, int], StandbyTask]) -> list[Any]:
+        """Keep records in changelog order up to the first one the committed input offsets do
+        not cover; pause that partition there until a commit covers it."""
+        kept = []
+        for m in msgs:
+            if m.error():
+                continue
+            tp = (m.topic(), m.partition())
+            if tp in self._held:
+                continue
+            task = owners.get(tp)
+            if task is not None and not covered(m.headers(), self._task_marks(task)):
+                self._held[tp] = m.offset()
+                task.changelog_offsets[tp] = m.offset()
+                self._consumer.pause([TopicPartition(*tp)])
+                continue
+            kept.append(m)
+        return kept
+
+    def _task_marks(self, task: StandbyTask) -> dict[str, int]:
+        return {t: self._marks.get((t, task.id.partition), 0) for t in task.sources}
+
+    def _release_held(self, owners: dict[tuple[str, int], StandbyTask], now: float) -> None:
+        """Every half second, with fresh committed offsets, go on from where a partition is held."""
+        if now < self._next_marks or self._committed is None:
+            return
+        self._next_marks = now + 0.5
+        wanted = sorted({(t, task.id.partition) for tp in self._held if (task := owners.get(tp))
+                         for t in task.sources})
+        self._marks.update(self._committed(wanted))
+        for tp, offset in list(self._held.items()):
+            del self._held[tp]
+            self._consumer.seek(TopicPartition(tp[0], tp[1], offset))
+            self._consumer.resume([TopicPartition(*tp)])
+        self._paused_until = 0.0
+        self._active_until = now + self._window_s
 
     def checkpoint_all(self) -> None:
         for task in self.tasks.values():

@@ -23,11 +23,13 @@ from instance.config import StreamsConfig
 from instance.errors import StreamsException
 from instance.runtime.collector import RecordCollector, producer_config
 from instance.runtime.internal_topics import TopicLayout, internal_name
+from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
 from instance.runtime.restore import ChangelogReader, StateRestoreListener
 from instance.runtime.standby import StandbyTask, StandbyUpdater
 from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
 from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
 from instance.state.kv_store import KeyValueStore
+from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -52,7 +54,7 @@ class StreamThread(threading.Thread):
                  on_error: Callable[[StreamThread, BaseException], None],
                  restore_listener: StateRestoreListener | None = None,
                  standby_wanted: Callable[[StreamThread], set[TaskId]] | None = None,
-                 may_force_rejoin: Callable[[], bool] = lambda: True) -> None:
+                 membership: MembershipCoordinator | None = None) -> None:
         super().__init__(name=f"{config.application_id}-StreamThread-{index}", daemon=True)
         self.index = index
         self.config = config
@@ -74,7 +76,7 @@ class StreamThread(threading.Thread):
             for t in st.source_topics:
                 self._topic_to_sub[self._resolve(t)] = st.id
         member = config.instance_id
-        self.client_id = f"{member}-StreamThread-{index}"
+        self.client_id = f"{thread_client_prefix(member)}{index}"
         base = {"bootstrap.servers": config.bootstrap_servers}
         cconf: dict[str, Any] = {
             **base,
@@ -100,7 +102,7 @@ class StreamThread(threading.Thread):
         self.consumer: Consumer | None = None
         pconf = producer_config(config.bootstrap_servers, f"{self.client_id}-producer",
                                 config.client_overrides("producer."),
-                                transactional_id=f"{app}-{member}-{index}" if config.eos else None)
+                                transactional_id=transactional_id(app, member, index) if config.eos else None)
         self._producer_conf = pconf
         self.collector: RecordCollector | None = None
         rconf = {**base, "group.id": f"{app}-restore", "client.id": f"{self.client_id}-restore",
@@ -108,7 +110,13 @@ class StreamThread(threading.Thread):
         self._restore_conf = rconf
         self._restore_listener = restore_listener
         self._standby_wanted = standby_wanted
-        self._may_force_rejoin = may_force_rejoin
+        self._membership = membership
+        #: membership intents (see runtime/membership.py) to commit and pause for; set by the
+        #: metadata thread, read here
+        self._quiesce_requests: frozenset[str] = frozenset()
+        self.quiesce_done: frozenset[str] = frozenset()
+        self._paused_for: set[str] = set()
+        self._paused_since = 0.0
         self.standby: StandbyUpdater | None = None
         self._next_standby_check = 0.0
         self.restorer: ChangelogReader | None = None
@@ -118,8 +126,8 @@ class StreamThread(threading.Thread):
         self._last_commit = time.monotonic()
         self._in_txn = False
         self._rejoin = False
-        self._waiting_since = 0.0  # when this member started waiting for an assignment (0: has one)
-        self._uncommitted: dict[tuple[str, int], int] = {}
+        #: this thread's group member id once it has joined (published for standby placement)
+        self.member_id = ""
         self.lock = threading.RLock()  # held while tasks are created/closed (queries read tasks)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -130,9 +138,14 @@ class StreamThread(threading.Thread):
     def shutdown(self) -> None:
         self._shutdown.set()
 
-    def request_rejoin(self) -> None:
-        """Leave and rejoin the group (from the thread's own loop): forces a rebalance."""
-        self._rejoin = True
+    def set_quiesce_requests(self, intents: frozenset[str]) -> None:
+        """Membership changes announced in the cluster: commit and stop consuming for each new one
+        (answered through ``quiesce_done``) until the next assignment."""
+        self._quiesce_requests = intents
+
+    def acked(self, intent: str) -> bool:
+        """Committed and paused for ``intent`` (or not in the group yet: nothing to commit)."""
+        return self.consumer is None or intent in self.quiesce_done
 
     def run(self) -> None:
         try:
@@ -153,16 +166,17 @@ class StreamThread(threading.Thread):
         if self.config.eos:
             producer.init_transactions(30)
         self.restorer = ChangelogReader(self._restore_conf, self._restore_listener)
-        self.standby = StandbyUpdater({**self._restore_conf, "client.id": f"{self.client_id}-standby"})
+        self.standby = StandbyUpdater({**self._restore_conf, "client.id": f"{self.client_id}-standby"},
+                                      committed=None if self.config.eos else self._committed_lookup)
+        if self._membership is not None:
+            self._membership.prepare_join(static=bool(self.config.group_instance_id))
         self.consumer = Consumer({**self._consumer_conf, "error_cb": self._consumer_error})
         self._subscribe()
 
     def _rejoin_group(self, consumer: Consumer) -> Consumer:
         """Leave with this consumer (revoking, so committing, through on_revoke) and join with a
-        new one. Measured on the dev broker: a new member's join completes a rebalance that
-        drops a dead member within seconds, where unsubscribe+subscribe of the same consumer
-        stalled for minutes."""
-        log.warning("%s: leaving and rejoining the group to move a dead member's tasks", self.name)
+        new one (Kafka Streams' TaskMigrated handling after an aborted transaction)."""
+        log.warning("%s: leaving and rejoining the group", self.name)
         consumer.close()
         self.consumer = Consumer({**self._consumer_conf, "error_cb": self._consumer_error})
         self._subscribe()
@@ -170,7 +184,6 @@ class StreamThread(threading.Thread):
 
     def _subscribe(self) -> None:
         assert self.consumer is not None
-        self._waiting_since = time.monotonic()
         self.consumer.subscribe(sorted(self._topic_to_sub), on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_lost)
 
@@ -191,7 +204,6 @@ class StreamThread(threading.Thread):
         idle_s = self.config.idle_backoff_ms / 1000.0
         commit_s = self.config.effective_commit_interval_ms / 1000.0
         restore_batch = self.config.restore_max_poll_records
-        stuck_s = (self.config.session_timeout_ms + self.config.max_poll_interval_ms) / 1000.0
         by_tp = self._by_tp
         restorer = self.restorer
         collector = self.collector
@@ -213,14 +225,12 @@ class StreamThread(threading.Thread):
                 self._idle(consumer, idle_s)
             if time.monotonic() - self._last_commit >= commit_s:
                 self.commit()
-            if self._waiting_since and time.monotonic() - self._waiting_since > stuck_s \
-                    and self._may_force_rejoin():
-                # a rebalance that does not finish is waiting for a member that will never rejoin
-                # (a broker that does not expire members, e.g. the dev broker, after a kill -9);
-                # one instance only (the smallest live id) so that rejoins do not keep restarting it
-                waited = time.monotonic() - self._waiting_since
-                log.warning("%s: no assignment for %.0f s; rejoining", self.name, waited)
-                self._rejoin = True
+            if self._quiesce_requests != self.quiesce_done:
+                self._quiesce(consumer)
+            elif self._paused_for and self._membership is not None \
+                    and self._membership.may_resume(self._paused_for, self._paused_since):
+                self._paused_for.clear()
+                self._resume(consumer)
             if self._rejoin:
                 self._rejoin = False
                 consumer = self._rejoin_group(consumer)
@@ -254,6 +264,30 @@ class StreamThread(threading.Thread):
         if err.fatal() or not err.retriable():
             raise StreamsException(f"consumer error on {m.topic()}[{m.partition()}]: {err}")
 
+    def _quiesce(self, consumer: Consumer) -> None:
+        """Commit, then stop fetching until the announced membership change has happened."""
+        requests = self._quiesce_requests
+        new = requests - self.quiesce_done
+        if new:
+            if self.tasks:
+                self.commit()
+            consumer.pause(consumer.assignment())
+            self._paused_for |= new
+            self._paused_since = time.monotonic()
+        self.quiesce_done = requests
+
+    def _consumable(self) -> list[TopicPartition]:
+        """Assigned input partitions that may be fetched: not restoring, not paused for a
+        membership change."""
+        if self._paused_for:
+            return []
+        return [TopicPartition(t, p) for (t, p), task in self._by_tp.items() if task.id not in self.restoring]
+
+    def _resume(self, consumer: Consumer) -> None:
+        parts = self._consumable()
+        if parts:
+            consumer.resume(parts)
+
     def _idle(self, consumer: Consumer, idle_s: float) -> None:
         """Caught up: pause fetching briefly (the dev broker answers idle fetches in a tight loop)."""
         parts = consumer.assignment()
@@ -268,9 +302,7 @@ class StreamThread(threading.Thread):
                 return
         consumer.pause(parts)
         self._shutdown.wait(idle_s)
-        active = [tp for tp in parts if self._by_tp.get((tp.topic, tp.partition)) is not None
-                  and self._by_tp[(tp.topic, tp.partition)].id not in self.restoring]
-        consumer.resume(active)
+        self._resume(consumer)
 
     # -- commit ----------------------------------------------------------------------------------
     def _begin_txn(self) -> None:
@@ -280,16 +312,18 @@ class StreamThread(threading.Thread):
             self._in_txn = True
 
     def _offsets(self) -> list[TopicPartition]:
-        """Offsets to commit: what tasks processed since the last commit, plus offsets an earlier
-        commit failed to write for partitions still owned here."""
-        out = {tp: off for tp, off in self._uncommitted.items() if tp in self._by_tp}
+        """Offsets to commit: what tasks processed since the last commit."""
+        out: dict[tuple[str, int], int] = {}
         for task in self.tasks.values():
             for topic, off in task.committable.items():
                 out[(topic, task.partition)] = off
         return [TopicPartition(t, p, off) for (t, p), off in out.items()]
 
-    def commit(self) -> None:
-        """Flush caches and stores, flush the producer, then commit offsets (or the transaction)."""
+    def commit(self) -> bool:
+        """Flush caches and stores, flush the producer, then commit offsets (or the transaction).
+        False if the group refused the commit (a rebalance is under way): the next owner then
+        processes those records again, and restores none of their store updates (at-least-once:
+        source offsets on the changelog; exactly-once: the transaction aborted)."""
         assert self.collector is not None and self.consumer is not None
         # no lock: only this thread changes tasks; queries read stores, whose flush writes
         # RocksDB before it drops cache entries
@@ -301,17 +335,11 @@ class StreamThread(threading.Thread):
         offsets = self._offsets()
         if self.config.eos:
             if not self._commit_transaction(offsets):
-                return
+                return False
         else:
             self.collector.flush()
-            if offsets:
-                if self._commit_offsets(offsets):
-                    for tp in offsets:
-                        self._uncommitted.pop((tp.topic, tp.partition), None)
-                else:
-                    # keep them: if the rebalance gives these partitions back they are committed
-                    # then (our stores and changelogs already reflect these records)
-                    self._uncommitted.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+            if offsets and not self._commit_offsets(offsets):
+                return False
         for task in running:
             task.committable.clear()
         if not self.config.eos:
@@ -320,6 +348,7 @@ class StreamThread(threading.Thread):
         if self.standby is not None:
             self.standby.checkpoint_all()
         self._last_commit = time.monotonic()
+        return True
 
     def _checkpoint(self, task: StreamTask) -> None:
         """Record the changelog end offsets the flushed stores now reflect. This thread is the
@@ -331,6 +360,7 @@ class StreamThread(threading.Thread):
         for tp in task.changelogs:
             task.changelog_offsets[tp] = self.restorer.end_offsets(*tp)[1]
         write_checkpoint(self._task_dir(task.id), task.changelog_offsets)
+        task.checkpoint_current = True
 
     def _commit_transaction(self, offsets: list[TopicPartition]) -> bool:
         """Commit the transaction with the input offsets in it. If the group moved on or the
@@ -373,12 +403,13 @@ class StreamThread(threading.Thread):
 
     # -- rebalance ---------------------------------------------------------------------------------
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._waiting_since = time.monotonic()
         self._set_state(ThreadState.PARTITIONS_REVOKED)
         clean = True
         if self.tasks:
             try:
-                self.commit()
+                # a refused commit leaves no checkpoint: the store holds updates the committed
+                # offsets do not cover, so whoever owns the task next restores without them
+                clean = self.commit()
             except Exception:
                 log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
                 self._abort_txn()
@@ -391,41 +422,46 @@ class StreamThread(threading.Thread):
         self._close_tasks(list(self.tasks))
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._waiting_since = 0.0
+        self.member_id = consumer.memberid() or ""
         self._set_state(ThreadState.PARTITIONS_ASSIGNED)
+        self._paused_for.clear()  # the membership change we paused for has happened
+        if self._membership is not None:
+            self._membership.joined()
         wanted: dict[TaskId, list[TopicPartition]] = {}
         for tp in partitions:
             sub = self._topic_to_sub.get(tp.topic)
             if sub is not None:
                 wanted.setdefault(TaskId(sub, tp.partition), []).append(tp)
-        resumed = [TopicPartition(tp.topic, tp.partition, self._uncommitted[(tp.topic, tp.partition)])
-                   for tp in partitions if (tp.topic, tp.partition) in self._uncommitted]
-        self._uncommitted.clear()
-        if resumed:
-            # offsets whose commit the last rebalance rejected: start after them, and commit them
-            # now under the new generation, so nothing we already processed is processed again
-            at = {(tp.topic, tp.partition): tp.offset for tp in resumed}
-            for tp in partitions:
-                tp.offset = at.get((tp.topic, tp.partition), tp.offset)
         consumer.assign(partitions)
-        if resumed and not self._commit_offsets(resumed):
-            log.warning("%s: could not commit %d offsets after the rebalance either", self.name, len(resumed))
+        committed = {} if self.config.eos else self._committed_offsets(partitions)
         with self.lock:
             for tid in sorted(wanted):
                 if self.standby is not None and tid in self.standby.tasks:
                     self.standby.remove(tid)  # writes its checkpoint: the active restores the delta
-                self._create_task(tid)
+                self._create_task(tid, committed)
             self.assignment_version += 1
         paused = [tp for tid in self.restoring for tp in wanted.get(tid, [])]
         if paused:
             consumer.pause(paused)
+        self._resume(consumer)
         if not self.restoring:
             self._set_state(ThreadState.RUNNING)
 
     def _task_dir(self, tid: TaskId) -> Path:
         return self.config.app_state_dir / str(tid)
 
-    def _create_task(self, tid: TaskId) -> None:
+    def _committed_lookup(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        if self.consumer is None or not tps:
+            return {}
+        return self._committed_offsets([TopicPartition(t, p) for t, p in tps])
+
+    def _committed_offsets(self, partitions: list[TopicPartition]) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (0 where none): what restores may keep (at-least-once)."""
+        assert self.consumer is not None
+        found = self.consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in partitions], timeout=30)
+        return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in found}
+
+    def _create_task(self, tid: TaskId, committed: dict[tuple[str, int], int]) -> None:
         assert self.collector is not None and self.restorer is not None
         st = self.topology.subtopologies()[tid.subtopology]
         task_dir = self._task_dir(tid)
@@ -443,14 +479,24 @@ class StreamThread(threading.Thread):
             # while the task runs its local state may hold uncommitted writes: a crash must
             # leave no checkpoint behind
             delete_checkpoint(task_dir)
+            checkpoint_current = False
+        else:
+            checkpoint_current = bool(checkpoint)  # until the first write (task.before_write)
         collector = self.collector
+        eos = self.config.eos
 
-        def changelog_sender(topic: str, partition: int) -> Callable[[bytes, bytes | None, int], None]:
+        def changelog_sender(topic: str, partition: int, task: StreamTask
+                             ) -> Callable[[bytes, bytes | None, int], None]:
             send = collector.send
+            if eos:  # read_committed restores see committed writes only: no marks needed
+                def send_changelog(kb: bytes, vb: bytes | None, ts: int) -> None:
+                    send(topic, kb, vb, ts, partition)
+                return send_changelog
+            mark = task.source_mark
 
-            def send_changelog(kb: bytes, vb: bytes | None, ts: int) -> None:
-                send(topic, kb, vb, ts, partition)
-            return send_changelog
+            def send_marked(kb: bytes, vb: bytes | None, ts: int) -> None:
+                send(topic, kb, vb, ts, partition, [(SOURCE_HEADER, mark())])
+            return send_marked
 
         task = StreamTask(tid, self.topology, st, self.config.application_id, self._resolve,
                           collector.send, changelog_sender, self.config.app_state_dir,
@@ -458,13 +504,15 @@ class StreamThread(threading.Thread):
         task.dir_lock = lock
         task.changelogs = changelogs
         task.changelog_offsets = {tp: checkpoint.get(tp, 0) for tp in changelogs}
+        task.checkpoint_current = checkpoint_current
         self.tasks[tid] = task
         for topic in task.sources:
             self._by_tp[(topic, tid.partition)] = task
+        marks = None if self.config.eos else {t: committed.get((t, tid.partition), 0) for t in task.sources}
         for name, store in task.stores.items():
             cl = self.layout.changelogs.get(name)
             if cl is not None and self.restorer.register(task, store, cl, tid.partition,
-                                                         checkpoint.get((cl, tid.partition))):
+                                                         checkpoint.get((cl, tid.partition)), marks):
                 self.restoring.add(tid)
 
     def _restored(self, task: StreamTask) -> None:
@@ -473,7 +521,8 @@ class StreamThread(threading.Thread):
             task.changelog_offsets[tp] = self.restorer.end_offsets(*tp)[1]
         self.restoring.discard(task.id)
         assert self.consumer is not None
-        self.consumer.resume([TopicPartition(t, task.partition) for t in task.sources])
+        if not self._paused_for:
+            self.consumer.resume([TopicPartition(t, task.partition) for t in task.sources])
         if not self.restoring and self.state is ThreadState.PARTITIONS_ASSIGNED:
             self._set_state(ThreadState.RUNNING)
 
@@ -543,7 +592,8 @@ class StreamThread(threading.Thread):
         assert self.layout is not None
         st = self.topology.subtopologies()[tid.subtopology]
         specs = [self.topology.stores[s] for s in st.stores]
-        return StandbyTask(tid, specs, self.layout.changelogs, self._task_dir(tid), self.config.in_memory_stores)
+        return StandbyTask(tid, specs, self.layout.changelogs, self._task_dir(tid), self.config.in_memory_stores,
+                           [self._resolve(t) for t in st.source_topics])
 
     def _close_clients(self) -> None:
         if self.consumer is not None:

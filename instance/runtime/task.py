@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from instance.errors import SerializationException, StreamsException
+from instance.state import source_offsets
 from instance.state.bytes_store import InMemoryBytesStore, RocksDBBytesStore
+from instance.state.checkpoint import delete_checkpoint
 from instance.state.kv_store import KeyValueStore
 from instance.topology.processor import ProcessorContext, RecordContext
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
@@ -89,6 +91,9 @@ class StreamTask:
         self.stream_time = -1
         self._on_bad_record = on_bad_record
         self.stores: dict[str, KeyValueStore] = {}
+        self.task_dir = None if state_dir is None else state_dir / str(task_id)
+        #: the on-disk checkpoint describes the stores (no write since it was taken)
+        self.checkpoint_current = False
         for name in subtopology.stores:
             spec = topology.stores[name]
             inner: Any
@@ -96,14 +101,17 @@ class StreamTask:
                 inner = InMemoryBytesStore(name)
             else:
                 inner = RocksDBBytesStore(name, state_dir / str(task_id) / "rocksdb" / name)
-            changelog = (changelog_sender(spec.changelog_topic(application_id), task_id.partition)
+            changelog = (changelog_sender(spec.changelog_topic(application_id), task_id.partition, self)
                          if spec.logging_enabled else None)
-            self.stores[name] = KeyValueStore(spec, inner, changelog, cache_max_entries)
+            store = self.stores[name] = KeyValueStore(spec, inner, changelog, cache_max_entries)
+            store.before_write = self._invalidate_checkpoint
         self._processors: list[Any] = []
         self.sources: dict[str, Callable[[Any], None]] = {}
         self._build(topology, subtopology, application_id, resolve_topic, send)
         self.group = PartitionGroup(list(self.sources))
         self.committable: dict[str, int] = {}
+        #: offset of the last record processed per source topic (for changelog source marks)
+        self.positions: dict[str, int] = {}
         #: changelog (topic, partition) of each logged store, and the offset the store reflects
         self.changelogs: list[tuple[str, int]] = []
         self.changelog_offsets: dict[tuple[str, int], int] = {}
@@ -197,12 +205,32 @@ class StreamTask:
                 break
             msg = queues[best].popleft()
             rc.topic = best
+            self.positions[best] = msg.offset()
             self.sources[best](msg)
             self.committable[best] = msg.offset() + 1
             if best_ts > self.stream_time:
                 self.stream_time = best_ts
             n += 1
         return n
+
+    def _invalidate_checkpoint(self) -> None:
+        """Before the stores receive writes the checkpoint does not cover, remove it: a crash
+        must never leave a checkpoint that claims less than the stores hold (restore would keep
+        updates the committed offsets do not cover). Written again at the next commit."""
+        if self.checkpoint_current and self.task_dir is not None:
+            delete_checkpoint(self.task_dir)
+        self.checkpoint_current = False
+
+    def source_mark(self) -> bytes:
+        """The input offsets this task has reached, for the header of a changelog record
+        (instance/state/source_offsets.py)."""
+        rc = self.record
+        positions = self.positions
+        assert rc.topic is not None  # a store is written while a record is processed or after
+        positions[rc.topic] = rc.offset
+        if len(positions) == 1:
+            return b"%d %s" % (rc.offset, rc.topic.encode())
+        return source_offsets.encode(positions.items())
 
     def flush(self) -> None:
         """Commit step one: flush caches (forwarding downstream) and stores."""

@@ -46,6 +46,9 @@ class KeyValueStore:
         # store; written as one batch on flush (reads see them through ``_cache``)
         self._unwritten: dict[bytes, bytes | None] = {}
         self._listener: FlushListener | None = None
+        #: called before each batch written to the bytes store (the task invalidates its
+        #: checkpoint: the store now holds writes the checkpoint does not describe)
+        self.before_write: Callable[[], None] | None = None
         self._open = True
 
     # -- processor side ---------------------------------------------------------------------
@@ -92,6 +95,8 @@ class KeyValueStore:
         return old
 
     def _write_unwritten(self) -> None:
+        if self.before_write is not None:
+            self.before_write()
         self.inner.write(self._unwritten.items())
         self._unwritten = {}
         if len(self._cache) > self._max:
@@ -110,6 +115,8 @@ class KeyValueStore:
         for key in dirty:
             v = cache[key]
             batch.append((ks(key), None if v is None else vs(v)))
+        if self.before_write is not None:
+            self.before_write()
         self.inner.write(batch)  # type: ignore[arg-type]
         send = self._changelog
         if send is not None:

@@ -77,7 +77,7 @@ class TopologyTestDriver:
             for topic in task.sources:
                 self._by_topic[topic] = task
 
-    def _changelog_sender(self, topic: str, partition: int) -> Any:
+    def _changelog_sender(self, topic: str, partition: int, task: Any) -> Any:
         def send(kb: bytes, vb: bytes | None, ts: int) -> None:
             self._send(topic, kb, vb, ts)
         return send

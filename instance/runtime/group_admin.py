@@ -1,0 +1,317 @@
+"""Kafka admin operations confluent-kafka lacks: remove members from a group, fence a transactional id.
+
+``remove_members`` is Kafka's remove-members operation (KIP-345; Java's
+``Admin.removeMembersFromConsumerGroup``): a LeaveGroup request naming other members, sent to the
+group coordinator. confluent-kafka has no API for it, so it is framed here by hand: ApiVersions to
+pick versions, FindCoordinator (key type GROUP), then LeaveGroup v3 (all members in one request)
+or, where v3 is not supported, LeaveGroup v0-v2 once per member. Only non-flexible versions are
+spoken (no tagged fields): Kafka 4.x dropped old versions of some APIs (KIP-896, baseline 2.1)
+but still accepts FindCoordinator v2 and LeaveGroup v0-v3.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from instance.errors import StreamsException
+
+__all__ = ["GroupAdminError", "GroupMember", "describe_group_members", "error_name",
+           "fence_transactional_id", "remove_members"]
+
+API_VERSIONS, FIND_COORDINATOR, LEAVE_GROUP = 18, 10, 13
+_RETRIABLE = frozenset({14, 15, 16})  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+_CLIENT_ID = "iqmesh-group-admin"
+
+
+class GroupAdminError(StreamsException):
+    """A group admin request failed: no connection, no coordinator, or an unusable answer."""
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    group_instance_id: str | None
+    host: str
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of a protocol error code ("NONE" for 0)."""
+    if code == 0:
+        return "NONE"
+    if code == -1:
+        return "UNKNOWN_SERVER_ERROR"
+    name = KafkaError(code).name()
+    return name if not name.startswith("ERR_") else f"ERROR_{code}"
+
+
+# -- wire framing (pure; unit-tested) ---------------------------------------------------------------
+
+
+def _string(s: str | None) -> bytes:
+    if s is None:
+        return struct.pack(">h", -1)
+    raw = s.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, body: bytes,
+                   client_id: str = _CLIENT_ID) -> bytes:
+    """A size-prefixed request with header v1 (non-flexible)."""
+    msg = struct.pack(">hhi", api_key, version, correlation_id) + _string(client_id) + body
+    return struct.pack(">i", len(msg)) + msg
+
+
+def encode_find_coordinator(group_id: str, version: int) -> bytes:
+    return _string(group_id) + (b"\x00" if version >= 1 else b"")  # key_type 0: GROUP
+
+
+def encode_leave_group(group_id: str, members: Sequence[GroupMember], version: int) -> bytes:
+    """v0-v2 name one member (``members[0]``); v3 names them all with their group.instance.id."""
+    if version < 3:
+        return _string(group_id) + _string(members[0].member_id)
+    out = [_string(group_id), struct.pack(">i", len(members))]
+    out += [_string(m.member_id) + _string(m.group_instance_id) for m in members]
+    return b"".join(out)
+
+
+class Reader:
+    """Reads the big-endian primitives of a response body; raises GroupAdminError when short."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def _take(self, fmt: str) -> int:
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise GroupAdminError(f"truncated response ({len(self.data)} bytes)")
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return int(value)
+
+    def i8(self) -> int:
+        return self._take(">b")
+
+    def i16(self) -> int:
+        return self._take(">h")
+
+    def i32(self) -> int:
+        return self._take(">i")
+
+    def string(self) -> str | None:
+        n = self.i16()
+        if n < 0:
+            return None
+        if self.pos + n > len(self.data):
+            raise GroupAdminError(f"truncated response ({len(self.data)} bytes)")
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+
+def decode_api_versions(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]:
+    """(error_code, {api_key: (min_version, max_version)}) of an ApiVersions v0 response."""
+    r = Reader(body)
+    error = r.i16()
+    return error, {r.i16(): (r.i16(), r.i16()) for _ in range(max(r.i32(), 0))}
+
+
+def decode_find_coordinator(body: bytes, version: int) -> tuple[int, int, str, int]:
+    """(error_code, node_id, host, port)."""
+    r = Reader(body)
+    if version >= 1:
+        r.i32()  # throttle_time_ms
+    error = r.i16()
+    if version >= 1:
+        r.string()  # error_message
+    return error, r.i32(), r.string() or "", r.i32()
+
+
+def decode_leave_group(body: bytes, version: int) -> tuple[int, dict[str, int]]:
+    """(top-level error_code, {member_id: error_code}); the dict is empty below v3."""
+    r = Reader(body)
+    if version >= 1:
+        r.i32()  # throttle_time_ms
+    error = r.i16()
+    members: dict[str, int] = {}
+    if version >= 3:
+        for _ in range(max(r.i32(), 0)):
+            member_id, _instance = r.string() or "", r.string()
+            members[member_id] = r.i16()
+    return error, members
+
+
+def pick_version(supported: dict[int, tuple[int, int]], api_key: int, highest: int) -> int | None:
+    """The highest version <= ``highest`` the broker supports, or None."""
+    low, high = supported.get(api_key, (0, -1))
+    best = min(high, highest)
+    return best if best >= low else None
+
+
+# -- connection ---------------------------------------------------------------------------------------
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, deadline: float) -> None:
+        self.where = f"{host}:{port}"
+        self.deadline = deadline
+        self._next_id = 0
+        try:
+            self.sock = socket.create_connection((host, port), timeout=self._left())
+        except OSError as e:
+            raise GroupAdminError(f"cannot connect to broker {self.where}: {e}") from e
+        try:
+            error, self.versions = decode_api_versions(self.call(API_VERSIONS, 0, b""))
+            if error:
+                raise GroupAdminError(f"broker {self.where} refused ApiVersions v0: {error_name(error)}")
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise GroupAdminError(f"timed out talking to broker {self.where}")
+        return left
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            self.sock.settimeout(self._left())
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise GroupAdminError(f"broker {self.where} closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def call(self, api_key: int, version: int, body: bytes) -> bytes:
+        """Send one request and return the response body (after the correlation id)."""
+        self._next_id += 1
+        try:
+            self.sock.settimeout(self._left())
+            self.sock.sendall(encode_request(api_key, version, self._next_id, body))
+            (size,) = struct.unpack(">i", self._read(4))
+            frame = self._read(size)
+        except OSError as e:
+            raise GroupAdminError(f"request {api_key} v{version} to broker {self.where} failed: {e}") from e
+        if len(frame) < 4 or struct.unpack_from(">i", frame)[0] != self._next_id:
+            raise GroupAdminError(f"broker {self.where} answered with a wrong correlation id")
+        return frame[4:]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _bootstrap_hosts(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for entry in bootstrap.split(","):
+        host, _, port = entry.strip().split("://")[-1].rpartition(":")
+        if port.isdigit():
+            out.append((host.strip("[]") or "127.0.0.1", int(port)))
+    if not out:
+        raise GroupAdminError(f"bootstrap {bootstrap!r} names no host:port")
+    return out
+
+
+def _connect_any(bootstrap: str, deadline: float) -> _Connection:
+    errors = []
+    for host, port in _bootstrap_hosts(bootstrap):
+        try:
+            return _Connection(host, port, deadline)
+        except GroupAdminError as e:
+            errors.append(str(e))
+    raise GroupAdminError("; ".join(errors))
+
+
+def _coordinator(bootstrap: str, group_id: str, deadline: float) -> _Connection:
+    """A connection to the group's coordinator (retried while the coordinator is not ready)."""
+    while True:
+        conn = _connect_any(bootstrap, deadline)
+        version = pick_version(conn.versions, FIND_COORDINATOR, 2)
+        if version is None:
+            conn.close()
+            raise GroupAdminError(f"broker {conn.where} supports no non-flexible FindCoordinator version")
+        error, _node, host, port = decode_find_coordinator(
+            conn.call(FIND_COORDINATOR, version, encode_find_coordinator(group_id, version)), version)
+        if error == 0:
+            if f"{host}:{port}" == conn.where:
+                return conn
+            conn.close()
+            return _Connection(host, port, deadline)
+        conn.close()
+        if error not in _RETRIABLE or time.monotonic() + 0.2 > deadline:
+            raise GroupAdminError(f"FindCoordinator on {conn.where}: {error_name(error)}")
+        time.sleep(0.2)
+
+
+# -- public API -----------------------------------------------------------------------------------------
+
+
+def describe_group_members(bootstrap: str, group_id: str, timeout: float = 10.0) -> list[GroupMember]:
+    """The members the coordinator lists for ``group_id`` (DescribeGroups)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        described = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id].result(timeout)
+    except KafkaException as e:
+        raise GroupAdminError(f"describing group {group_id!r} on {bootstrap} failed: {e}") from e
+    return [GroupMember(m.member_id, m.client_id, m.group_instance_id, m.host) for m in described.members]
+
+
+def remove_members(bootstrap: str, group_id: str, members: Sequence[GroupMember],
+                   timeout: float = 10.0) -> dict[str, str]:
+    """Remove ``members`` from ``group_id`` (KIP-345); member_id -> Kafka error name ("NONE": removed).
+
+    Raises GroupAdminError when the coordinator cannot be reached or answers something unusable."""
+    try:
+        return _remove(bootstrap, group_id, list(members), time.monotonic() + timeout)
+    except GroupAdminError as e:
+        raise GroupAdminError(f"removing members from group {group_id!r} (bootstrap {bootstrap}): {e}") from e
+
+
+def _remove(bootstrap: str, group_id: str, members: list[GroupMember], deadline: float) -> dict[str, str]:
+    result: dict[str, str] = {}
+    while members:
+        conn = _coordinator(bootstrap, group_id, deadline)
+        try:
+            version = pick_version(conn.versions, LEAVE_GROUP, 3)
+            if version is None:
+                raise GroupAdminError(f"broker {conn.where} supports no non-flexible LeaveGroup version")
+            codes: dict[str, int] = {}
+            for batch in [members] if version >= 3 else [[m] for m in members]:
+                body = conn.call(LEAVE_GROUP, version, encode_leave_group(group_id, batch, version))
+                error, per_member = decode_leave_group(body, version)
+                for m in batch:
+                    if error == 0 and version >= 3 and m.member_id not in per_member:
+                        raise GroupAdminError(f"broker {conn.where} did not answer for member {m.member_id!r}")
+                    codes[m.member_id] = per_member[m.member_id] if error == 0 and version >= 3 else error
+        finally:
+            conn.close()
+        result.update({mid: error_name(code) for mid, code in codes.items()})
+        # the coordinator moved or was loading: ask again about those members
+        members = [m for m in members if codes[m.member_id] in _RETRIABLE]
+        if members:
+            if time.monotonic() + 0.2 > deadline:
+                break
+            time.sleep(0.2)
+    return result
+
+
+def fence_transactional_id(bootstrap: str, transactional_id: str, timeout: float = 30.0) -> None:
+    """Fence every earlier producer of ``transactional_id`` and abort its open transaction.
+
+    A producer with that id calls ``init_transactions()``: the coordinator bumps the epoch, which
+    aborts whatever transaction a dead (or zombie) producer left open."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    try:
+        producer.init_transactions(timeout)
+    except KafkaException as e:
+        raise GroupAdminError(f"fencing transactional.id {transactional_id!r} on {bootstrap} failed: {e}") from e
+    finally:
+        producer.flush(1.0)

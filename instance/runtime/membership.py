@@ -1,0 +1,241 @@
+"""Membership changes that lose no commit, and a group that never waits for the dead.
+
+Two brokers, one runtime. Apache Kafka accepts offset commits from the current generation while
+a rebalance is being prepared, and expires a member whose session timed out. The dev broker
+(noida-db) refuses commits once a rebalance has started and never expires a dead member (see
+``tests/conformance/test_group_membership.py``). Everything this runtime does about that lives
+here, behind one setting, ``iqmesh.membership.assist`` (default true: needed on the dev broker,
+harmless on Apache Kafka):
+
+* **Handover.** Before this instance causes a rebalance (joining, leaving, removing a dead
+  member) it announces an *intent* in its published InstanceInfo. Every live instance commits,
+  stops consuming and lists the intent in its ``acks``; the announcer waits for all acks (bounded),
+  then acts. So no member has uncommitted work when the rebalance starts, and nothing is processed
+  twice. Peers resume at their next assignment (or, for a join that needed no rebalance — a static
+  member coming back — when the intent is withdrawn, or after a timeout).
+* **Dead members.** The smallest live instance removes the members of an instance whose heartbeats
+  stopped for ``session.timeout.ms`` (Kafka's remove-members operation, KIP-345), after fencing its
+  transactional ids so its open transaction is aborted and the last stable offset moves on. A
+  restarted dynamic instance removes the members its previous incarnation left behind before it
+  joins.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from instance.config import StreamsConfig
+from instance.runtime.group_admin import (
+    GroupMember,
+    describe_group_members,
+    fence_transactional_id,
+    remove_members,
+)
+from router.metadata import ClusterView, InstanceInfo
+
+if TYPE_CHECKING:
+    from instance.runtime.stream_thread import StreamThread
+
+log = logging.getLogger(__name__)
+
+JOIN, LEAVE, REMOVE = "join", "leave", "remove"
+
+
+def intent_kind(intent: str) -> str:
+    return intent.split(":", 1)[0]
+
+
+def thread_client_prefix(instance_id: str) -> str:
+    """``client.id`` prefix of an instance's stream-thread consumers (see StreamThread)."""
+    return f"{instance_id}-StreamThread-"
+
+
+def transactional_id(application_id: str, instance_id: str, thread_index: int) -> str:
+    return f"{application_id}-{instance_id}-{thread_index}"
+
+
+class MembershipCoordinator:
+    """Announces this instance's membership changes and answers the peers' announcements."""
+
+    def __init__(self, config: StreamsConfig, view: ClusterView, publish_now: Callable[[], None],
+                 threads: Callable[[], Sequence[StreamThread]],
+                 publish_tombstone: Callable[[str], None]) -> None:
+        self.config = config
+        self.enabled = config.membership_assist
+        self.me = config.instance_id
+        self.view = view
+        self._publish_now = publish_now
+        self._threads = threads
+        self._publish_tombstone = publish_tombstone
+        self.intent = ""
+        self.acks: tuple[str, ...] = ()
+        self._lock = threading.Lock()
+        self._join_done = threading.Event()
+        self._join_started = False
+        #: (dead instance, its last heartbeat) -> monotonic time from which to try again
+        self._dead_handled: dict[tuple[str, int], float] = {}
+        self._action = threading.Lock()  # one announced change at a time
+        self.ack_timeout_s = 10.0
+        #: a paused peer resumes after this even if no rebalance came (the announcer died)
+        self.quiesce_timeout_s = max(10.0, config.session_timeout_ms / 1000.0)
+
+    # -- announcer side ---------------------------------------------------------------------------
+    def _announce(self, kind: str, subject: str) -> str:
+        self.intent = f"{kind}:{subject}:{self.me}:{int(time.time() * 1000)}"
+        self._publish_now()
+        return self.intent
+
+    def withdraw(self, intent: str | None = None) -> None:
+        if self.intent and (intent is None or self.intent == intent):
+            self.intent = ""
+            self._publish_now()
+
+    def _await_acks(self, intent: str, exclude: str = "") -> bool:
+        """Until every live peer (and, for a removal, every thread here) has paused for ``intent``."""
+        deadline = time.monotonic() + self.ack_timeout_s
+        missing: list[str] = []
+        while time.monotonic() < deadline:
+            missing = [i.instance_id for i in self.view.instances()
+                       if i.instance_id not in (self.me, exclude) and self.view.is_alive(i)
+                       and intent not in i.acks]
+            if intent_kind(intent) == REMOVE:
+                missing += [t.name for t in self._threads() if t.is_alive() and not t.acked(intent)]
+            if not missing:
+                return True
+            with self.view.changed:
+                self.view.changed.wait(0.1)
+        log.warning("membership change %s: no acknowledgement from %s within %.0f s; going ahead",
+                    intent, missing, self.ack_timeout_s)
+        return False
+
+    def prepare_join(self, static: bool) -> None:
+        """Called by each stream thread before it subscribes; the first one does the work."""
+        with self._lock:
+            first = not self._join_started
+            self._join_started = True
+        if not first:
+            self._join_done.wait(2 * self.ack_timeout_s + 30)
+            return
+        try:
+            if self.enabled:
+                if not static:
+                    self._remove_previous_incarnation()
+                with self._action:
+                    self._await_acks(self._announce(JOIN, self.me))
+        except Exception as e:  # the join goes ahead: at worst peers redo uncommitted work
+            log.warning("preparing the group join failed (%s); joining anyway", e)
+        finally:
+            self._join_done.set()
+
+    def joined(self) -> None:
+        """A thread got its assignment: a pending join announcement is done."""
+        if self.intent and intent_kind(self.intent) == JOIN:
+            self.withdraw()
+
+    def prepare_leave(self, static: bool) -> None:
+        """Before a clean shutdown: peers commit and pause, so the rebalance our LeaveGroup
+        starts finds nothing uncommitted. A static member sends no LeaveGroup: nothing to do."""
+        if self.enabled and not static:
+            with self._action:
+                self._await_acks(self._announce(LEAVE, self.me))
+
+    def _remove_previous_incarnation(self) -> None:
+        """Members with our client ids are a dead previous run of this instance (kill -9 and
+        restart as a new dynamic member): remove them, or the rebalance would wait for them."""
+        bootstrap, group = self.config.bootstrap_servers, self.config.application_id
+        old = [m for m in describe_group_members(bootstrap, group)
+               if m.client_id.startswith(thread_client_prefix(self.me))]
+        if old:
+            with self._action:
+                intent = self._announce(REMOVE, self.me)
+                self._await_acks(intent, exclude=self.me)
+                log.warning("removing %d group member(s) left by a previous run of %s", len(old), self.me)
+                remove_members(bootstrap, group, old)
+                self.withdraw(intent)
+
+    # -- peer side ----------------------------------------------------------------------------------
+    def tick(self, running: bool) -> None:
+        """From the metadata thread, after each read of the cluster view."""
+        if not self.enabled:
+            return
+        live = [i for i in self.view.instances() if self.view.is_alive(i)]
+        wanted = {i.intent for i in self.view.instances() if i.intent and i.instance_id != self.me
+                  and self._announcing(i)}
+        if self.intent and intent_kind(self.intent) == REMOVE:
+            wanted.add(self.intent)  # a removal we announce pauses our own threads too
+        threads = [t for t in self._threads() if t.is_alive()]
+        requests = frozenset(wanted)
+        for t in threads:
+            t.set_quiesce_requests(requests)
+        acks = tuple(sorted(i for i in wanted if all(t.acked(i) for t in threads)))
+        if acks != self.acks:
+            self.acks = acks
+            self._publish_now()
+        if running:
+            self._remove_dead_members(live)
+
+    def _announcing(self, info: InstanceInfo) -> bool:
+        """Heartbeating and not stopped (a leaving instance is PENDING_SHUTDOWN)."""
+        return info.state not in ("NOT_RUNNING", "ERROR") and \
+            int(time.time() * 1000) - info.heartbeat_ms <= self.view.liveness_ms
+
+    def still_announced(self, intent: str) -> bool:
+        return intent == self.intent or any(
+            i.intent == intent and self._announcing(i) for i in self.view.instances())
+
+    def may_resume(self, intents: set[str], paused_since: float) -> bool:
+        """A paused thread resumes without a new assignment only once every join it paused for
+        is withdrawn (it needed no rebalance), or after ``quiesce_timeout_s``."""
+        if time.monotonic() - paused_since > self.quiesce_timeout_s:
+            return True
+        return all(intent_kind(i) == JOIN and not self.still_announced(i) for i in intents)
+
+    # -- dead members ---------------------------------------------------------------------------------
+    def _remove_dead_members(self, live: list[InstanceInfo]) -> None:
+        if not live or min(i.instance_id for i in live) != self.me:
+            return  # one janitor: the smallest live instance
+        now = int(time.time() * 1000)
+        for info in self.view.instances():
+            key = (info.instance_id, info.heartbeat_ms)
+            if (info.instance_id != self.me and info.state in ("RUNNING", "REBALANCING")
+                    and now - info.heartbeat_ms > self.config.session_timeout_ms
+                    and time.monotonic() >= self._dead_handled.get(key, 0.0)):
+                self._dead_handled[key] = float("inf")
+                threading.Thread(target=self._remove_dead, args=(info,), daemon=True,
+                                 name=f"{self.me}-remove-{info.instance_id}").start()
+
+    def _remove_dead(self, info: InstanceInfo) -> None:
+        try:
+            with self._action:
+                self._remove_dead_locked(info)
+        except Exception:
+            # not swallowed: logged and tried again in 5 s (a broker that expires dead members
+            # needs none of this)
+            log.exception("removing dead instance %s from the group failed", info.instance_id)
+            self._dead_handled[(info.instance_id, info.heartbeat_ms)] = time.monotonic() + 5.0
+            self.withdraw()
+
+    def _remove_dead_locked(self, info: InstanceInfo) -> None:
+        bootstrap, group = self.config.bootstrap_servers, self.config.application_id
+        dead = info.instance_id
+        log.warning("instance %s missed its heartbeats for %d ms; removing it from the group",
+                    dead, int(time.time() * 1000) - info.heartbeat_ms)
+        intent = self._announce(REMOVE, dead)
+        self._await_acks(intent, exclude=dead)
+        if self.config.eos:
+            # abort its open transaction now, or the last stable offset of every partition it
+            # wrote stays pinned and read_committed consumers (restore included) wait for ever
+            for i in range(1, max(1, info.threads) + 1):
+                fence_transactional_id(bootstrap, transactional_id(group, dead, i))
+        members: list[GroupMember] = [m for m in describe_group_members(bootstrap, group)
+                                      if m.client_id.startswith(thread_client_prefix(dead))]
+        if members:
+            errors = remove_members(bootstrap, group, members)
+            log.warning("removed %s from the group: %s", dead, errors)
+        self._publish_tombstone(dead)
+        self.view.remove(dead)
+        self.withdraw(intent)
