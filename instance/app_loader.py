@@ -1,8 +1,11 @@
-"""Load an application file (like examples/wordcount.py): a module with ``build() -> Topology``."""
+"""Load an application: a module with ``build() -> Topology``, given as a file
+(``examples/wordcount.py``) or as an importable module name (``examples.wordcount``)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -10,11 +13,26 @@ from types import ModuleType
 from instance.errors import ConfigException
 from instance.topology.topology import Topology
 
+_MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
-def load_module(path: str | Path) -> ModuleType:
-    p = Path(path)
-    if not p.is_file():
+
+def load_module(app: str | Path) -> ModuleType:
+    """An existing file is loaded from its path; otherwise a dotted name is imported."""
+    p = Path(app)
+    if p.is_file():
+        return _load_file(p)
+    name = str(app)
+    if not _MODULE_NAME.match(name) or name.endswith(".py"):
         raise ConfigException(f"application file {p} does not exist")
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (name == e.name or name.startswith(e.name + ".")):
+            raise ConfigException(f"{name} is neither an application file nor an importable module") from e
+        raise
+
+
+def _load_file(p: Path) -> ModuleType:
     name = f"iqmesh_app_{p.stem}"
     spec = importlib.util.spec_from_file_location(name, p)
     if spec is None or spec.loader is None:
@@ -25,12 +43,12 @@ def load_module(path: str | Path) -> ModuleType:
     return mod
 
 
-def load_topology(path: str | Path) -> Topology:
-    mod = load_module(path)
+def load_topology(app: str | Path) -> Topology:
+    mod = load_module(app)
     build = getattr(mod, "build", None)
     if not callable(build):
-        raise ConfigException(f"{path} must define build() returning a Topology")
+        raise ConfigException(f"{app} must define build() returning a Topology")
     topology = build()
     if not isinstance(topology, Topology):
-        raise ConfigException(f"{path}: build() returned {type(topology).__name__}, not a Topology")
+        raise ConfigException(f"{app}: build() returned {type(topology).__name__}, not a Topology")
     return topology

@@ -122,7 +122,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from instance import devbroker
+    from devtools import broker as devbroker  # dev tooling, imported only for this subcommand
 
     data_dir = Path(args.data_dir)
     if args.action == "start":
@@ -138,7 +138,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from instance.demo import run_demo
+    from devtools.demo import run_demo  # dev tooling, imported only for this subcommand
 
     return run_demo(Path(args.data_dir), lines=args.lines, exit_when_ready=args.exit_when_ready)
 
@@ -149,7 +149,8 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run one instance of an application until SIGTERM")
-    p.add_argument("app", help="application file with build() -> Topology, e.g. examples/wordcount.py")
+    p.add_argument("app", help="application with build() -> Topology: a file (examples/wordcount.py) or an "
+                   "importable module (examples.wordcount)")
     p.add_argument("--application-id")
     p.add_argument("--instance-id", help="client.id: this instance's name in the cluster metadata "
                    "(static membership is --config group.instance.id=NAME)")
@@ -175,8 +176,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=10.0)
     p.set_defaults(func=cmd_metadata)
 
-    p = sub.add_parser("describe", help="print the topology of an application file")
-    p.add_argument("app")
+    p = sub.add_parser("describe", help="print the topology of an application (file or module)")
+    p.add_argument("app", help="a file (examples/wordcount.py) or an importable module (examples.wordcount)")
     p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser("broker", help="the embedded dev broker (noida-db)")

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from instance import devbroker
+from devtools import broker as devbroker
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = [("stateful", "at-least-once", False), ("stateless", "at-least-once", False),

@@ -36,7 +36,7 @@ def main() -> int:
     topology = (workloads.stateful(args.topic, out, args.cache) if args.mode == "stateful"
                 else workloads.stateless(args.topic, out))
     # the output topic is created up front, with 4 partitions like the peer's
-    from instance.localcluster import ensure_topic
+    from devtools.cluster import ensure_topic
     ensure_topic(args.bootstrap, out, 4)
     streams = KafkaStreams(topology, {
         "application.id": app_id, "bootstrap.servers": args.bootstrap, "state.dir": state_dir,

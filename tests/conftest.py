@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from instance.devbroker import start_broker, stop_broker, wait_for_broker
+from devtools.broker import start_broker, stop_broker, wait_for_broker
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from instance.localcluster import LocalCluster, ensure_topic
+from devtools.cluster import LocalCluster, ensure_topic
 from router.client import QueryClient
 
 pytestmark = pytest.mark.integration

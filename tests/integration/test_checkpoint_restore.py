@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from instance.localcluster import LocalCluster, ensure_topic, produce
+from devtools.cluster import LocalCluster, ensure_topic, produce
 from router.client import QueryClient
 
 pytestmark = pytest.mark.integration

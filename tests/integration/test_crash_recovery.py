@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from instance.localcluster import produce, sample_lines
+from devtools.cluster import produce, sample_lines
 from tests.integration.helpers import query_all, static_membership, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

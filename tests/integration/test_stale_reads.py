@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from instance.localcluster import produce
+from devtools.cluster import produce
 from instance.server.tokens import PositionToken
 from router.client import QueryClient
 from tests.integration.helpers import wait_until, wordcount_cluster

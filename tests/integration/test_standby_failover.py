@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from instance.localcluster import produce, sample_lines
+from devtools.cluster import produce, sample_lines
 from router.client import QueryClient
 from tests.integration.helpers import (
     query_all,

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from instance.localcluster import LocalCluster, ensure_topic, produce, sample_lines
+from devtools.cluster import LocalCluster, ensure_topic, produce, sample_lines
 from router.client import QueryClient
 from tests.integration.helpers import wait_committed
 

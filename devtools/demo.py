@@ -9,10 +9,11 @@ import signal
 import time
 from pathlib import Path
 
-from instance import devbroker
-from instance.localcluster import LocalCluster, ensure_topic, produce, sample_lines
+from devtools import broker as devbroker
+from devtools.cluster import LocalCluster, ensure_topic, produce, sample_lines
 
-APP = Path(__file__).resolve().parent.parent / "examples" / "wordcount.py"
+# a module name, not a path: importable from an installed distribution as from the source tree
+APP = "examples.wordcount"
 
 
 def run_demo(data_dir: Path, lines: int = 2000, exit_when_ready: bool = False) -> int:
@@ -25,7 +26,7 @@ def run_demo(data_dir: Path, lines: int = 2000, exit_when_ready: bool = False) -
     run_dir = data_dir / "instances"
     shutil.rmtree(run_dir, ignore_errors=True)
     app_id = f"wordcount-demo-{int(time.time())}"
-    cluster = LocalCluster(broker.bootstrap, str(APP), app_id, run_dir, size=3)
+    cluster = LocalCluster(broker.bootstrap, APP, app_id, run_dir, size=3)
     cluster.start()
     try:
         cluster.wait_running(120)

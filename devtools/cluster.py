@@ -18,7 +18,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from instance.devbroker import free_port
+from devtools.broker import free_port
 
 WORDS = ("kafka streams table stream state store query mesh router partition task thread commit "
          "offset changelog standby replica rebalance restore window join cache punctuate record "
