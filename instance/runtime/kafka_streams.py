@@ -26,6 +26,7 @@ from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
 from instance.runtime.task import TaskId
+from instance.runtime.task_manager import TaskManager
 from instance.state.cleanup import clean_unowned_task_dirs
 from instance.topology.topology import Topology
 from router.metadata import (
@@ -207,12 +208,12 @@ class KafkaStreams:
         restoring: list[str] = []
         standby: list[str] = []
         stores: list[StorePartitionInfo] = []
-        for t in self.threads:
-            with t.lock:
-                for tid, task in list(t.tasks.items()):
-                    is_restoring = tid in t.restoring
+        for tm in self._task_managers():
+            with tm.lock:
+                for tid, task in list(tm.tasks.items()):
+                    is_restoring = tid in tm.restoring
                     (restoring if is_restoring else active).append(str(tid))
-                    progress = t.restorer.progress(task) if is_restoring and t.restorer else {}
+                    progress = tm.restorer.progress(task) if is_restoring else {}
                     role = "RESTORING" if is_restoring else "ACTIVE"
                     for name in task.stores:
                         tp = self._changelog_tp(name, tid.partition)
@@ -221,7 +222,7 @@ class KafkaStreams:
                         else:
                             pos = end = task.changelog_offsets.get(tp, -1) if tp else -1
                         stores.append(StorePartitionInfo(name, tid.partition, role, pos, end, str(tid)))
-                for tid, sb in list(t.standby.tasks.items()) if t.standby else []:
+                for tid, sb in list(tm.standby.tasks.items()):
                     standby.append(str(tid))
                     for name in sb.stores:
                         tp = self._changelog_tp(name, tid.partition)
@@ -235,7 +236,7 @@ class KafkaStreams:
             active_tasks=tuple(sorted(active)),
             standby_tasks=tuple(sorted(standby)),
             restoring_tasks=tuple(sorted(restoring)),
-            assignment_version=sum(t.assignment_version for t in self.threads),
+            assignment_version=sum(tm.assignment_version for tm in self._task_managers()),
             assigned_at_ms=self._assigned_at_ms,
             heartbeat_ms=int(time.time() * 1000),
             stores=tuple(stores),
@@ -244,6 +245,9 @@ class KafkaStreams:
             threads=self.config.num_stream_threads,
             member_ids=tuple(t.member_id for t in self.threads if t.member_id),
         )
+
+    def _task_managers(self) -> list[TaskManager]:
+        return [t.tasks for t in list(self.threads) if t.tasks is not None]
 
     def _changelog_tp(self, store: str, partition: int) -> tuple[str, int] | None:
         cl = self.layout.changelogs.get(store) if self.layout else None
@@ -263,11 +267,10 @@ class KafkaStreams:
             return
         self._next_cleanup = now + self.config.state_cleanup_delay_ms / 1000.0
         owned: set[str] = set()
-        for t in self.threads:
-            with t.lock:
-                owned.update(str(tid) for tid in t.tasks)
-                if t.standby is not None:
-                    owned.update(str(tid) for tid in t.standby.tasks)
+        for tm in self._task_managers():
+            with tm.lock:
+                owned.update(str(tid) for tid in tm.tasks)
+                owned.update(str(tid) for tid in tm.standby.tasks)
         clean_unowned_task_dirs(self.config.app_state_dir, owned, self.config.state_cleanup_delay_ms)
 
     def _on_metadata_tick(self) -> None:
@@ -296,7 +299,7 @@ class KafkaStreams:
                     continue
                 if self.view.owner(str(tid)) is None:
                     # its active is gone: a standby held here is now the best replica; keep it
-                    if thread.standby is not None and tid in thread.standby.tasks:
+                    if thread.tasks is not None and tid in thread.tasks.standby.tasks:
                         out.add(tid)
                 elif self.instance_id in self.view.standby_placement(str(tid), n, parts):
                     out.add(tid)
@@ -335,8 +338,8 @@ class KafkaStreams:
         if not self.state.is_running_or_rebalancing():
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
         _, partition = self.store_partition(store, key)
-        for t in self.threads:
-            found = t.local_store(store, partition)
+        for tm in self._task_managers():
+            found = tm.local_store(store, partition)
             if found is not None:
                 kv, role, position, end = found
                 value = kv.query_get(key)

@@ -1,0 +1,372 @@
+"""TaskManager: the active and standby tasks of one stream thread, and the commit protocol.
+
+It creates tasks when the group assigns partitions (restoring their stores from the changelogs),
+closes them on revocation, hands consumed records to them, commits (flush stores and producer,
+then offsets, or the transaction under exactly_once_v2, then checkpoints), keeps the standby
+replicas the placement asks for, and answers which local replica serves a query. The stream
+thread only loops; the consumer it owns is lent here for commits and pauses.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from instance.config import StreamsConfig
+from instance.errors import StreamsException
+from instance.runtime.collector import RecordCollector
+from instance.runtime.internal_topics import TopicLayout
+from instance.runtime.restore import ChangelogReader
+from instance.runtime.standby import StandbyTask, StandbyUpdater
+from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
+from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
+from instance.state.kv_store import KeyValueStore
+from instance.state.source_offsets import HEADER as SOURCE_HEADER
+from instance.topology.topology import Topology
+
+log = logging.getLogger(__name__)
+
+TopicPart = tuple[str, int]
+
+#: the group moved on: the commit is refused, the records are processed again by the next owner
+REBALANCE_ERRORS = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS,
+                              KafkaError.UNKNOWN_MEMBER_ID, KafkaError._ASSIGNMENT_LOST})
+
+
+class TaskManager:
+    def __init__(self, name: str, config: StreamsConfig, topology: Topology, layout: TopicLayout,
+                 resolve: Callable[[str], str], collector: RecordCollector, restorer: ChangelogReader,
+                 standby: StandbyUpdater, handler: DeserializationHandler) -> None:
+        self.name = name
+        self.config = config
+        self.topology = topology
+        self.layout = layout
+        self._resolve = resolve
+        self.collector = collector
+        self.restorer = restorer
+        self.standby = standby
+        self._handler = handler
+        self.consumer: Consumer | None = None  # the thread's, replaced when it rejoins
+        self.tasks: dict[TaskId, StreamTask] = {}
+        self.restoring: set[TaskId] = set()
+        self.by_tp: dict[TopicPart, StreamTask] = {}
+        self.assignment_version = 0
+        self.lock = threading.RLock()  # held while tasks are created/closed (queries read tasks)
+        self.topic_to_sub: dict[str, int] = {resolve(t): st.id for st in topology.subtopologies()
+                                             for t in st.source_topics}
+        n_stores = max(1, len(topology.stores))
+        self._cache_entries = config.statestore_cache_max_bytes // (100 * n_stores)
+        self._in_txn = False
+        #: a transaction was aborted because the group moved on: the thread must rejoin
+        self.rejoin_requested = False
+        self.last_commit = time.monotonic()
+
+    # -- processing -------------------------------------------------------------------------------
+    def add_records(self, msgs: list[Any]) -> None:
+        """Hand records to tasks in runs of the same partition (librdkafka returns them so)."""
+        by_tp = self.by_tp
+        run: list[Any] = []
+        run_tp: TopicPart | None = None
+        for m in msgs:
+            tp = (m.topic(), m.partition())
+            if tp != run_tp:
+                if run and (task := by_tp.get(run_tp)) is not None:  # type: ignore[arg-type]
+                    task.add_records(run_tp[0], run)  # type: ignore[index]
+                run, run_tp = [], tp
+            if m.error() is None:
+                run.append(m)
+            else:
+                _consume_error(m)
+        if run and (task := by_tp.get(run_tp)) is not None:  # type: ignore[arg-type]
+            task.add_records(run_tp[0], run)  # type: ignore[index]
+
+    def process(self) -> int:
+        self.begin_txn()
+        n = 0
+        for task in self.tasks.values():
+            n += task.process()
+        return n
+
+    def begin_txn(self) -> None:
+        if self.config.eos and not self._in_txn:
+            self.collector.producer.begin_transaction()
+            self._in_txn = True
+
+    # -- commit -------------------------------------------------------------------------------------
+    def commit(self) -> bool:
+        """Flush caches and stores, flush the producer, then commit offsets (or the transaction).
+        False if the group refused the commit (a rebalance is under way): the next owner then
+        processes those records again, and restores none of their store updates (at-least-once:
+        source offsets on the changelog; exactly-once: the transaction aborted)."""
+        # no lock: only the owning thread changes tasks; queries read stores, whose flush
+        # writes RocksDB before it drops cache entries
+        running = [t for tid, t in self.tasks.items() if tid not in self.restoring]
+        if self.config.eos:
+            self.begin_txn()
+        for task in running:
+            task.flush()
+        offsets = self._offsets()
+        if self.config.eos:
+            if not self._commit_transaction(offsets):
+                return False
+        else:
+            self.collector.flush()
+            if offsets and not self._commit_offsets(offsets):
+                return False
+        for task in running:
+            task.committable.clear()
+        if not self.config.eos:
+            for task in running:
+                self._checkpoint(task)
+        self.standby.checkpoint_all()
+        self.last_commit = time.monotonic()
+        return True
+
+    def _offsets(self) -> list[TopicPartition]:
+        """Offsets to commit: what tasks processed since the last commit."""
+        return [TopicPartition(topic, task.partition, off)
+                for task in self.tasks.values() for topic, off in task.committable.items()]
+
+    def _checkpoint(self, task: StreamTask) -> None:
+        """Record the changelog end offsets the flushed stores now reflect. This thread is the
+        only writer of its tasks' changelog partitions, so after a producer flush the end offset
+        is exactly what the store holds."""
+        if not task.changelogs:
+            return
+        for tp in task.changelogs:
+            task.changelog_offsets[tp] = self.restorer.end_offsets(*tp)[1]
+        write_checkpoint(self._task_dir(task.id), task.changelog_offsets)
+        task.checkpoint_current = True
+
+    def _commit_transaction(self, offsets: list[TopicPartition]) -> bool:
+        """Commit the transaction with the input offsets in it. If the group moved on or the
+        transaction must abort, abort it, close every task dirty (their stores may hold aborted
+        writes and carry no checkpoint, so they are rebuilt) and ask the thread to rejoin: Kafka
+        Streams' TaskMigrated handling."""
+        assert self.consumer is not None
+        producer = self.collector.producer
+        try:
+            if offsets:
+                producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(60)
+            self._in_txn = False
+            self.collector.check()
+            return True
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is None or err.fatal() or not (err.txn_requires_abort() or err.code() in REBALANCE_ERRORS):
+                raise
+            log.warning("%s: transaction aborted (%s); closing tasks dirty and rejoining", self.name, err.name())
+            self.abort_txn()
+            self.close_tasks(list(self.tasks), clean=False)
+            self.rejoin_requested = True
+            return False
+
+    def _commit_offsets(self, offsets: list[TopicPartition]) -> bool:
+        """Commit; False when the group has moved on (a rebalance is under way). Kafka Streams
+        calls this TaskMigrated: the records since the last commit are processed again by
+        whoever owns them next (at-least-once), so the thread keeps going instead of dying."""
+        assert self.consumer is not None
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+            return True
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is not None and err.code() in REBALANCE_ERRORS:
+                log.warning("%s: offset commit rejected during a rebalance (%s)", self.name, err.name())
+                return False
+            raise
+
+    def abort_txn(self) -> None:
+        """Abort an open transaction; a failure here is fatal for the thread (raised)."""
+        if self.config.eos and self._in_txn:
+            self._in_txn = False
+            self.collector.producer.abort_transaction(30)
+
+    # -- assignment ---------------------------------------------------------------------------------
+    def assign(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Create the tasks of a new assignment; returns the input partitions whose tasks must
+        restore first (to be paused)."""
+        wanted: dict[TaskId, list[TopicPartition]] = {}
+        for tp in partitions:
+            sub = self.topic_to_sub.get(tp.topic)
+            if sub is not None:
+                wanted.setdefault(TaskId(sub, tp.partition), []).append(tp)
+        committed = {} if self.config.eos else self.committed_offsets([(tp.topic, tp.partition) for tp in partitions])
+        with self.lock:
+            for tid in sorted(wanted):
+                if tid in self.standby.tasks:
+                    self.standby.remove(tid)  # writes its checkpoint: the active restores the delta
+                self._create_task(tid, committed)
+            self.assignment_version += 1
+        return [tp for tid in self.restoring for tp in wanted.get(tid, [])]
+
+    def revoke(self) -> None:
+        """Commit and close every task. A refused commit leaves no checkpoint: the stores hold
+        updates the committed offsets do not cover, so the next owner restores without them."""
+        clean = True
+        if self.tasks:
+            try:
+                clean = self.commit()
+            except KafkaException:
+                log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
+                self.abort_txn()
+                clean = False
+        self.close_tasks(list(self.tasks), clean=clean)
+
+    def lost(self) -> None:
+        self.abort_txn()
+        self.close_tasks(list(self.tasks))
+
+    def committed_offsets(self, tps: list[TopicPart]) -> dict[TopicPart, int]:
+        """The group's committed offsets (0 where none): what restores may keep (at-least-once)."""
+        if self.consumer is None or not tps:
+            return {}
+        found = self.consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=30)
+        return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in found}
+
+    def _task_dir(self, tid: TaskId) -> Any:
+        return self.config.app_state_dir / str(tid)
+
+    def _create_task(self, tid: TaskId, committed: dict[TopicPart, int]) -> None:
+        st = self.topology.subtopologies()[tid.subtopology]
+        task_dir = self._task_dir(tid)
+        lock = TaskDirLock(task_dir)
+        if st.stores:
+            lock.acquire(wait_s=5.0)
+        changelogs = [(self.layout.changelogs[s], tid.partition) for s in st.stores
+                      if s in self.layout.changelogs]
+        checkpoint = read_checkpoint(task_dir) if st.stores else {}
+        if st.stores and not all(tp in checkpoint for tp in changelogs):
+            # no trustworthy checkpoint (first start, crash, or unreadable): rebuild
+            checkpoint = {}
+            shutil.rmtree(task_dir / "rocksdb", ignore_errors=True)
+        if self.config.eos:
+            # while the task runs its local state may hold uncommitted writes: a crash must
+            # leave no checkpoint behind
+            delete_checkpoint(task_dir)
+        task = StreamTask(tid, self.topology, st, self.config.application_id, self._resolve,
+                          self.collector.send, self._changelog_sender, self.config.app_state_dir,
+                          self._cache_entries, self.config.in_memory_stores, self._handler)
+        task.dir_lock = lock
+        task.changelogs = changelogs
+        task.changelog_offsets = {tp: checkpoint.get(tp, 0) for tp in changelogs}
+        # at-least-once: valid until the first write to the stores (StreamTask.before_write)
+        task.checkpoint_current = bool(checkpoint) and not self.config.eos
+        self.tasks[tid] = task
+        for topic in task.sources:
+            self.by_tp[(topic, tid.partition)] = task
+        marks = None if self.config.eos else {t: committed.get((t, tid.partition), 0) for t in task.sources}
+        for name, store in task.stores.items():
+            cl = self.layout.changelogs.get(name)
+            if cl is not None and self.restorer.register(task, store, cl, tid.partition,
+                                                         checkpoint.get((cl, tid.partition)), marks):
+                self.restoring.add(tid)
+
+    def _changelog_sender(self, topic: str, partition: int, task: StreamTask
+                          ) -> Callable[[bytes, bytes | None, int], None]:
+        send = self.collector.send
+        if self.config.eos:  # read_committed restores see committed writes only: no marks needed
+            def send_changelog(kb: bytes, vb: bytes | None, ts: int) -> None:
+                send(topic, kb, vb, ts, partition)
+            return send_changelog
+        mark = task.source_mark
+
+        def send_marked(kb: bytes, vb: bytes | None, ts: int) -> None:
+            send(topic, kb, vb, ts, partition, [(SOURCE_HEADER, mark())])
+        return send_marked
+
+    def restore_step(self) -> list[StreamTask]:
+        """One restore batch; returns the tasks that are now fully restored."""
+        done: list[StreamTask] = []
+        self.restorer.step(max_records=self.config.restore_max_poll_records, on_done=done.append)
+        for task in done:
+            for tp in task.changelogs:
+                task.changelog_offsets[tp] = self.restorer.end_offsets(*tp)[1]
+            self.restoring.discard(task.id)
+        return done
+
+    def close_tasks(self, ids: list[TaskId], clean: bool = False) -> None:
+        """Close tasks; ``clean`` (just committed, not restoring) writes their checkpoint."""
+        with self.lock:
+            for tid in ids:
+                task = self.tasks.pop(tid)
+                was_restoring = tid in self.restoring
+                self.restorer.remove_owner(task)
+                self.restoring.discard(tid)
+                for topic in task.sources:
+                    self.by_tp.pop((topic, tid.partition), None)
+                try:
+                    task.close()
+                    if clean and not was_restoring:
+                        self._checkpoint(task)
+                except (StreamsException, KafkaException, OSError):
+                    # the task's checkpoint is not written: its state is rebuilt next time
+                    log.exception("%s: closing task %s failed", self.name, tid)
+                finally:
+                    task.dir_lock.release()
+
+    def shutdown(self, clean: bool) -> None:
+        """Close every task (committing first when ``clean``) and the standbys."""
+        if clean:
+            if self.tasks:
+                self.commit()
+            self.close_tasks(list(self.tasks), clean=True)
+        else:
+            try:
+                self.abort_txn()
+            finally:
+                self.close_tasks(list(self.tasks))
+
+    # -- standbys -------------------------------------------------------------------------------------
+    def update_standbys(self, wanted: set[TaskId]) -> None:
+        """Hold exactly the ``wanted`` standbys (those not active here)."""
+        standby = self.standby
+        wanted = {tid for tid in wanted if tid not in self.tasks}
+        with self.lock:
+            for tid in [t for t in standby.tasks if t not in wanted]:
+                standby.remove(tid)
+            for tid in sorted(wanted - set(standby.tasks)):
+                try:
+                    standby.add(self._new_standby(tid))
+                except StreamsException as e:  # task dir still locked by its old owner here
+                    log.info("%s: standby %s not created yet: %s", self.name, tid, e)
+
+    def _new_standby(self, tid: TaskId) -> StandbyTask:
+        st = self.topology.subtopologies()[tid.subtopology]
+        specs = [self.topology.stores[s] for s in st.stores]
+        return StandbyTask(tid, specs, self.layout.changelogs, self._task_dir(tid), self.config.in_memory_stores,
+                           [self._resolve(t) for t in st.source_topics])
+
+    # -- queries ----------------------------------------------------------------------------------------
+    def local_store(self, store: str, partition: int) -> tuple[KeyValueStore, str, int, int] | None:
+        """(store, role, changelog position, end offset) of this thread's replica, or None."""
+        changelog = self.layout.changelogs.get(store)
+        tp = (changelog, partition) if changelog else None
+        with self.lock:
+            for tid, task in self.tasks.items():
+                if tid.partition == partition and store in task.stores:
+                    if tid in self.restoring and tp is not None:
+                        pos, end = self.restorer.progress(task).get(tp, (-1, -1))
+                        return task.stores[store], "RESTORING", pos, end
+                    pos = task.changelog_offsets.get(tp, -1) if tp else -1
+                    return task.stores[store], "ACTIVE", pos, pos
+            for tid, sb in self.standby.tasks.items():
+                if tid.partition == partition and store in sb.stores:
+                    return (sb.stores[store], "STANDBY", sb.changelog_offsets.get(tp, -1) if tp else -1,
+                            sb.end_offsets.get(tp, -1) if tp else -1)
+        return None
+
+
+def _consume_error(m: Any) -> None:
+    err = m.error()
+    if err.code() == KafkaError._PARTITION_EOF:
+        return
+    if err.fatal() or not err.retriable():
+        raise StreamsException(f"consumer error on {m.topic()}[{m.partition()}]: {err}")
