@@ -59,25 +59,3 @@ def wait_until(cond: Callable[[], Any], timeout: float, what: str, logs: Callabl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs()}")
         time.sleep(0.2)
-
-
-def wait_committed(bootstrap: str, group: str, topics: list[str], timeout: float = 60) -> None:
-    """Until ``group`` has committed the end offset of every partition of ``topics`` (all input
-    processed *and* committed: the dev broker rejects commits made while a rebalance starts, so
-    work done since the last commit is redone by the next owner, as at-least-once allows)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        md = c.list_topics(timeout=10)
-        tps = [TopicPartition(t, p) for t in topics for p in md.topics[t].partitions]
-
-        def done() -> bool:
-            for tp in c.committed(tps, timeout=10):
-                low, high = c.get_watermark_offsets(tp, timeout=10)
-                if high > low and tp.offset < high:  # an empty partition has nothing to commit
-                    return False
-            return True
-        wait_until(done, timeout, f"{group} to commit the end of {topics}")
-    finally:
-        c.close()
