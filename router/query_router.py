@@ -1,0 +1,87 @@
+"""Which replica answers a key query: the routing every transport (gRPC, REST, client) shares.
+
+Candidates are the active, then (with ``allow_stale``) the standbys, least lagging first. Dead
+instances (missed heartbeats) are not candidates; a candidate whose reported lag exceeds
+``max_lag`` is skipped; a candidate that refuses or cannot be reached passes to the next. A query
+travels one hop at most: a forwarded query is answered locally or refused. The router knows no
+transport; the caller supplies how to answer here and how to forward to an endpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from router.metadata import ClusterView, task_lag
+from router.options import QueryOptions
+from router.task_id import TaskId
+from router.unavailable import UnavailableError, UnavailableReason
+
+R = TypeVar("R")
+
+#: instance states in which this instance trusts the view enough to route to the active
+_ROUTING_STATES = ("RUNNING", "REBALANCING")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A replica that may be asked: ``lag`` is what its instance last reported for the task."""
+
+    instance_id: str
+    endpoint: str
+    lag: int
+
+
+class QueryRouter:
+    """Routes queries over ``view`` on behalf of ``local_id`` (None: a client holding no
+    replicas, so every candidate is forwarded to)."""
+
+    def __init__(self, view: ClusterView, local_id: str | None) -> None:
+        self.view = view
+        self.local_id = local_id
+
+    def candidates(self, task: TaskId, options: QueryOptions, local_state: str = "RUNNING") -> list[Candidate]:
+        """Live replicas of ``task`` in the order they are asked. While ``local_state`` is not
+        RUNNING or REBALANCING the active is left out (the view may be stale or empty then)."""
+        tid = str(task)
+        infos = []
+        owner = self.view.owner(tid) if local_state in _ROUTING_STATES else None
+        if owner is not None:
+            infos.append(owner)
+        if options.allow_stale:
+            infos += [i for i in self.view.standbys(tid) if owner is None or i.instance_id != owner.instance_id]
+        return [Candidate(i.instance_id, i.endpoint, task_lag(i, tid)) for i in infos]
+
+    def route(self, store: str, task: TaskId | None, options: QueryOptions, answer_local: Callable[[], R],
+              forward: Callable[[str], R], *, forwarded: bool = False, local_state: str = "RUNNING") -> R:
+        """The first answer of the candidates for ``task``. ``answer_local()`` and
+        ``forward(endpoint)`` return the answer or raise UnavailableError to pass to the next
+        candidate; any other exception ends routing. A ``forwarded`` query is answered locally or
+        refused, never forwarded again; it needs no ``task`` (the sender resolved it), so the
+        receiver need not resolve the key before its own checks. Raises UnavailableError with
+        the most relevant reason when no candidate answers."""
+        if forwarded:
+            return answer_local()
+        if task is None:
+            raise ValueError("a query that is not forwarded needs its task id")
+        candidates = self.candidates(task, options, local_state)
+        if not candidates:
+            rebalancing = local_state == "REBALANCING" or bool(self.view.instances())
+            raise UnavailableError(
+                UnavailableReason.REBALANCING if rebalancing else UnavailableReason.NOT_AVAILABLE,
+                f"no live replica of {store!r} partition {task.partition} (instance state {local_state})")
+        tried: list[str] = []
+        reasons: list[UnavailableReason] = []
+        for c in candidates:
+            if options.max_lag is not None and c.lag > options.max_lag:
+                reasons.append(UnavailableReason.NO_REPLICA_WITHIN_LAG)
+                continue
+            tried.append(c.instance_id)
+            try:
+                return answer_local() if c.instance_id == self.local_id else forward(c.endpoint)
+            except UnavailableError as e:
+                reasons.append(e.reason)
+        raise UnavailableError(UnavailableReason.most_relevant(reasons),
+                               f"no replica of {store!r} partition {task.partition} could answer "
+                               f"({', '.join(r.name for r in reasons)})", tried=tried)

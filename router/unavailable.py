@@ -1,0 +1,44 @@
+"""Why no replica could answer a query: the reasons and the one exception that carries them."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+
+
+class UnavailableReason(enum.Enum):
+    """Machine-readable reason of a refused query; transports put the name first in their error
+    details. Declaration order is priority order: when several replicas refused for different
+    reasons, the first one here is reported, because it tells the caller most about what to do
+    (a bound or a lag limit is the caller's choice; the others are the cluster's state)."""
+
+    NOT_UP_TO_BOUND = "NOT_UP_TO_BOUND"
+    NO_REPLICA_WITHIN_LAG = "NO_REPLICA_WITHIN_LAG"
+    REBALANCING = "REBALANCING"
+    NOT_ACTIVE = "NOT_ACTIVE"
+    NOT_AVAILABLE = "NOT_AVAILABLE"
+
+    @staticmethod
+    def most_relevant(reasons: Iterable[UnavailableReason]) -> UnavailableReason:
+        """The highest-priority reason of ``reasons``; NOT_AVAILABLE when there is none."""
+        order = list(UnavailableReason)
+        return min(reasons, key=order.index, default=UnavailableReason.NOT_AVAILABLE)
+
+    @staticmethod
+    def from_details(details: str) -> UnavailableReason:
+        """The reason an error's details start with (``"REBALANCING: ..."``), so a refusal that
+        comes back from a forwarded hop keeps its reason; NOT_AVAILABLE if it names none."""
+        head = details.split(":", 1)[0]
+        try:
+            return UnavailableReason(head)
+        except ValueError:
+            return UnavailableReason.NOT_AVAILABLE
+
+
+class UnavailableError(Exception):
+    """No replica can answer now. ``tried`` lists the instance ids that were asked, in order."""
+
+    def __init__(self, reason: UnavailableReason, message: str, tried: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.tried = tuple(tried)
