@@ -40,14 +40,18 @@ def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
 
 
 class RecordCollector:
-    """Sends serialized records; remembers the first asynchronous send error and raises it at the
-    next flush, so a commit never covers records that were not written."""
+    """Sends serialized records; remembers the first failed delivery (or fatal producer error)
+    and raises it at the next flush, so a commit never covers a record that was not written.
+    Delivery reports come for failures only: a success costs no Python call."""
 
-    def __init__(self, producer: Producer) -> None:
+    def __init__(self, conf: dict[str, Any]) -> None:
+        producer = Producer({**conf, "delivery.report.only.error": True,
+                             "on_delivery": self._on_delivery, "error_cb": self.error_cb})
         self.producer = producer
         self._produce = producer.produce
         self._poll = producer.poll
         self._error: KafkaError | None = None
+        self._where = ""
         self._lock = threading.Lock()
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
@@ -67,14 +71,18 @@ class RecordCollector:
             except BufferError:
                 continue
 
-    def _fail(self, err: KafkaError) -> None:
+    def _fail(self, err: KafkaError, where: str) -> None:
         with self._lock:
             if self._error is None:
-                self._error = err
+                self._error, self._where = err, where
 
     def error_cb(self, err: KafkaError) -> None:
         if err.fatal():
-            self._fail(err)
+            self._fail(err, "the producer")
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._fail(err, f"{msg.topic()}[{msg.partition()}]")
 
     def flush(self, timeout: float = 60.0) -> None:
         remaining = self.producer.flush(timeout)
@@ -85,7 +93,8 @@ class RecordCollector:
     def check(self) -> None:
         if self._error is not None:
             err, self._error = self._error, None
-            raise StreamsException(f"producer failed: {err}") from KafkaException(err)
+            raise StreamsException(f"a record could not be written to {self._where}: {err.name()}: {err.str()}") \
+                from KafkaException(err)
 
     def poll(self) -> None:
         self._poll(0)

@@ -120,20 +120,20 @@ class ChangelogReader:
         return int(low), int(high)
 
     def register(self, owner: Any, store: KeyValueStore, topic: str, partition: int,
-                 start: int | None, committed: Mapping[str, int] | None = None) -> bool:
-        """Start restoring ``store`` from ``start`` (None: the beginning). False if nothing to do.
-        ``committed``: the task's committed input offsets (at-least-once, see
-        instance/state/source_offsets.py)."""
+                 start: int | None, committed: Mapping[str, int] | None = None) -> int:
+        """Start restoring ``store`` from ``start`` (None: the beginning), unless there is
+        nothing to read; returns the changelog's end offset. ``committed``: the task's committed
+        input offsets (at-least-once, see instance/state/source_offsets.py)."""
         low, high = self.end_offsets(topic, partition)
         begin = low if start is None else max(start, low)
         if begin >= high:
-            return False
+            return high
         self._parts[(topic, partition)] = _Restoring(owner, store, high, begin, committed)
         self._committed = {tp: r.committed for tp, r in self._parts.items() if r.committed is not None}
         if self.listener:
             self.listener.on_restore_start(topic, partition, store.name, begin, high)
         self._reassign()
-        return True
+        return high
 
     def _reassign(self) -> None:
         tps = [TopicPartition(t, p, r.position if r.position > 0 else OFFSET_BEGINNING)

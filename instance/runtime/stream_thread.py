@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from instance.config import StreamsConfig
 from instance.runtime.collector import RecordCollector, producer_config
@@ -145,10 +145,9 @@ class StreamThread(threading.Thread):
         self._set_state(ThreadState.DEAD)
 
     def _open_clients(self) -> TaskManager:
-        producer = Producer({**self._producer_conf, "error_cb": self._producer_error})
-        collector = RecordCollector(producer)
+        collector = RecordCollector(self._producer_conf)
         if self.config.eos:
-            producer.init_transactions(30)
+            collector.producer.init_transactions(30)
         restorer = ChangelogReader(self._restore_conf, self._restore_listener)
         standby = StandbyUpdater({**self._restore_conf, "client.id": f"{self.client_id}-standby"},
                                  committed=None if self.config.eos else self._committed_lookup)
@@ -175,10 +174,6 @@ class StreamThread(threading.Thread):
         log.warning("%s: leaving and rejoining the group", self.name)
         consumer.close()
         return self._subscribe(tm)
-
-    def _producer_error(self, err: KafkaError) -> None:
-        if self.tasks is not None:
-            self.tasks.collector.error_cb(err)
 
     def _consumer_error(self, err: KafkaError) -> None:
         if err.fatal():

@@ -115,6 +115,8 @@ class StreamTask:
         #: changelog (topic, partition) of each logged store, and the offset the store reflects
         self.changelogs: list[tuple[str, int]] = []
         self.changelog_offsets: dict[tuple[str, int], int] = {}
+        #: changelogs written in the open transaction (exactly-once: the commit adds a marker)
+        self.txn_changelogs: set[tuple[str, int]] = set()
         self.dir_lock: Any = _NO_LOCK
 
     # -- wiring ------------------------------------------------------------------------------

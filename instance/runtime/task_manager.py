@@ -26,7 +26,7 @@ from instance.runtime.restore import ChangelogReader
 from instance.runtime.standby import StandbyTask, StandbyUpdater
 from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
 from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
-from instance.state.kv_store import KeyValueStore
+from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
 
@@ -134,13 +134,9 @@ class TaskManager:
                 for task in self.tasks.values() for topic, off in task.committable.items()]
 
     def _checkpoint(self, task: StreamTask) -> None:
-        """Record the changelog end offsets the flushed stores now reflect. This thread is the
-        only writer of its tasks' changelog partitions, so after a producer flush the end offset
-        is exactly what the store holds."""
+        """Record the changelog offsets the flushed stores reflect (after a producer flush)."""
         if not task.changelogs:
             return
-        for tp in task.changelogs:
-            task.changelog_offsets[tp] = self.restorer.end_offsets(*tp)[1]
         write_checkpoint(self._task_dir(task.id), task.changelog_offsets)
         task.checkpoint_current = True
 
@@ -157,6 +153,11 @@ class TaskManager:
             producer.commit_transaction(60)
             self._in_txn = False
             self.collector.check()
+            for task in self.tasks.values():
+                # the commit marker takes one offset in every changelog the transaction wrote
+                for tp in task.txn_changelogs:
+                    task.changelog_offsets[tp] += 1
+                task.txn_changelogs.clear()
             return True
         except KafkaException as e:
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
@@ -265,22 +266,35 @@ class TaskManager:
         marks = None if self.config.eos else {t: committed.get((t, tid.partition), 0) for t in task.sources}
         for name, store in task.stores.items():
             cl = self.layout.changelogs.get(name)
-            if cl is not None and self.restorer.register(task, store, cl, tid.partition,
-                                                         checkpoint.get((cl, tid.partition)), marks):
+            if cl is None:
+                continue
+            end = self.restorer.register(task, store, cl, tid.partition, checkpoint.get((cl, tid.partition)), marks)
+            if self.restorer.is_restoring(task):
                 self.restoring.add(tid)
+            else:
+                task.changelog_offsets[(cl, tid.partition)] = end  # the position counts on from here
 
-    def _changelog_sender(self, topic: str, partition: int, task: StreamTask
-                          ) -> Callable[[bytes, bytes | None, int], None]:
+    def _changelog_sender(self, topic: str, partition: int, task: StreamTask) -> ChangelogSend:
+        """Logs a store's write batch. The changelog partition has one writer (this thread,
+        idempotent), so the records take the next offsets in order: the store's position is
+        counted, and a failed delivery fails the next commit (RecordCollector). At-least-once
+        records carry the input offsets they reflect (instance/state/source_offsets.py)."""
         send = self.collector.send
-        if self.config.eos:  # read_committed restores see committed writes only: no marks needed
-            def send_changelog(kb: bytes, vb: bytes | None, ts: int) -> None:
-                send(topic, kb, vb, ts, partition)
-            return send_changelog
-        mark = task.source_mark
+        tp = (topic, partition)
+        eos = self.config.eos
 
-        def send_marked(kb: bytes, vb: bytes | None, ts: int) -> None:
-            send(topic, kb, vb, ts, partition, [(SOURCE_HEADER, mark())])
-        return send_marked
+        def send_batch(batch: list[tuple[bytes, bytes | None, int]]) -> None:
+            if not batch:
+                return
+            headers: list[tuple[str, str | bytes | None]] | None = \
+                None if eos else [(SOURCE_HEADER, task.source_mark())]
+            for kb, vb, ts in batch:
+                send(topic, kb, vb, ts, partition, headers)
+            offsets = task.changelog_offsets
+            offsets[tp] = offsets.get(tp, 0) + len(batch)
+            if eos:
+                task.txn_changelogs.add(tp)
+        return send_batch
 
     def restore_step(self) -> list[StreamTask]:
         """One restore batch; returns the tasks that are now fully restored."""

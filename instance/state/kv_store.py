@@ -5,7 +5,8 @@ The cache is the write path (see ARCHITECTURE.md, "Where the speed comes from"):
 dict of Python objects; on commit, or when the cache is full, dirty entries are serialized once,
 written to RocksDB as one batch, sent to the changelog, and forwarded downstream (for KTables:
 Kafka Streams' cache-flush forwarding, so downstream sees the latest value per key per commit).
-With caching off every put is written and forwarded at once.
+With caching off every put is forwarded at once, and written to RocksDB and the changelog in
+batches (deduplicated per key; unobservable outside but the changelog's volume).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from instance.errors import InvalidStateStoreException
 from instance.state.bytes_store import BytesStore
 from instance.state.spec import StoreSpec
 
-ChangelogSend = Callable[[bytes, bytes | None, int], None]
+#: logs one batch of (key, value or None, timestamp) to the changelog
+ChangelogSend = Callable[[list[tuple[bytes, bytes | None, int]]], None]
 FlushListener = Callable[[Any, Any, int], None]
 
 _MISSING = object()
@@ -42,9 +44,9 @@ class KeyValueStore:
         self._max = max(cache_max_entries, _MIN_BUFFER)
         self._cache: dict[Any, Any] = {}
         self._dirty: dict[Any, int] = {}
-        # without caching: serialized writes already logged and forwarded, not yet in the bytes
-        # store; written as one batch on flush (reads see them through ``_cache``)
-        self._unwritten: dict[bytes, bytes | None] = {}
+        # without caching: serialized writes already forwarded, not yet in the bytes store nor
+        # the changelog; written and logged as one batch (reads see them through ``_cache``)
+        self._unwritten: dict[bytes, tuple[bytes | None, int]] = {}
         self._listener: FlushListener | None = None
         #: called before each batch written to the bytes store (the task invalidates its
         #: checkpoint: the store now holds writes the checkpoint does not describe)
@@ -75,11 +77,9 @@ class KeyValueStore:
         kb = self._ks(key)
         vb = None if value is None else self._vs(value)
         self._cache[key] = value
-        self._unwritten[kb] = vb  # type: ignore[index]
+        self._unwritten[kb] = (vb, timestamp)  # type: ignore[index]
         if len(self._unwritten) > self._max:
             self._write_unwritten()
-        if self._changelog is not None:
-            self._changelog(kb, vb, timestamp)  # type: ignore[arg-type]
         if self._listener is not None:
             self._listener(key, value, timestamp)
 
@@ -97,8 +97,10 @@ class KeyValueStore:
     def _write_unwritten(self) -> None:
         if self.before_write is not None:
             self.before_write()
-        self.inner.write(self._unwritten.items())
-        self._unwritten = {}
+        unwritten, self._unwritten = self._unwritten, {}
+        self.inner.write([(kb, vb) for kb, (vb, _) in unwritten.items()])
+        if self._changelog is not None:
+            self._changelog([(kb, vb, ts) for kb, (vb, ts) in unwritten.items()])
         if len(self._cache) > self._max:
             self._cache = {}
 
@@ -118,10 +120,8 @@ class KeyValueStore:
         if self.before_write is not None:
             self.before_write()
         self.inner.write(batch)  # type: ignore[arg-type]
-        send = self._changelog
-        if send is not None:
-            for (kb, vb), ts in zip(batch, dirty.values(), strict=True):
-                send(kb, vb, ts)  # type: ignore[arg-type]
+        if self._changelog is not None:
+            self._changelog([(kb, vb, ts) for (kb, vb), ts in zip(batch, dirty.values(), strict=True)])  # type: ignore[misc]
         listener = self._listener
         if listener is not None:
             for key, ts in dirty.items():

@@ -78,8 +78,9 @@ class TopologyTestDriver:
                 self._by_topic[topic] = task
 
     def _changelog_sender(self, topic: str, partition: int, task: Any) -> Any:
-        def send(kb: bytes, vb: bytes | None, ts: int) -> None:
-            self._send(topic, kb, vb, ts)
+        def send(batch: list[tuple[bytes, bytes | None, int]]) -> None:
+            for kb, vb, ts in batch:
+                self._send(topic, kb, vb, ts)
         return send
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, ts: int) -> None:
