@@ -25,7 +25,6 @@ from instance.runtime.metadata_service import MetadataService, ensure_metadata_t
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
-from instance.runtime.task import TaskId
 from instance.runtime.task_manager import TaskManager
 from instance.state.cleanup import clean_unowned_task_dirs
 from instance.topology.topology import Topology
@@ -37,6 +36,7 @@ from router.metadata import (
     StorePartitionInfo,
 )
 from router.partitioner import default_partition
+from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
 

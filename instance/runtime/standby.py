@@ -17,12 +17,12 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from instance.runtime.restore import changelog_batches
-from instance.runtime.task import TaskId
 from instance.state.bytes_store import InMemoryBytesStore, RocksDBBytesStore
 from instance.state.checkpoint import TaskDirLock, read_checkpoint, write_checkpoint
 from instance.state.kv_store import KeyValueStore
 from instance.state.source_offsets import covered
 from instance.state.spec import StoreSpec
+from router.task_id import TaskId
 
 CommittedLookup = Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
 

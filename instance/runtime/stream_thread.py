@@ -24,9 +24,10 @@ from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
 from instance.runtime.restore import ChangelogReader, StateRestoreListener
 from instance.runtime.standby import StandbyUpdater
-from instance.runtime.task import DeserializationHandler, TaskId
+from instance.runtime.task import DeserializationHandler
 from instance.runtime.task_manager import TaskManager
 from instance.topology.topology import Topology
+from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
 

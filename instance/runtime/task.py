@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +20,11 @@ from instance.state.checkpoint import delete_checkpoint
 from instance.state.kv_store import KeyValueStore
 from instance.topology.processor import ProcessorContext, RecordContext
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
+from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
 
 Sender = Callable[[str, bytes | None, bytes | None, int], None]
-
-
-@dataclass(frozen=True, order=True)
-class TaskId:
-    """``<sub-topology>_<partition>``, as Kafka Streams prints it."""
-
-    subtopology: int
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.subtopology}_{self.partition}"
 
 
 class _NoLock:

@@ -24,11 +24,12 @@ from instance.runtime.collector import RecordCollector
 from instance.runtime.internal_topics import TopicLayout
 from instance.runtime.restore import ChangelogReader
 from instance.runtime.standby import StandbyTask, StandbyUpdater
-from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
+from instance.runtime.task import DeserializationHandler, StreamTask
 from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
+from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,11 @@ from typing import Any
 
 from instance.config import StreamsConfig
 from instance.errors import StreamsException
-from instance.runtime.task import DeserializationHandler, StreamTask, TaskId
+from instance.runtime.task import DeserializationHandler, StreamTask
 from instance.serde import BytesSerde, Serde
 from instance.state.kv_store import KeyValueStore
 from instance.topology.topology import Topology
+from router.task_id import TaskId
 
 
 class _Msg:
