@@ -36,6 +36,8 @@ class GroupAdminError(StreamsException):
 
 @dataclass(frozen=True)
 class GroupMember:
+    """A member of a consumer group as DescribeGroups lists it."""
+
     member_id: str
     client_id: str
     group_instance_id: str | None
@@ -88,32 +90,21 @@ class Reader:
     def __init__(self, data: bytes) -> None:
         self.data, self.pos = data, 0
 
-    def _take(self, fmt: str) -> int:
-        size = struct.calcsize(fmt)
-        if self.pos + size > len(self.data):
+    def _take(self, n: int) -> bytes:
+        if self.pos + n > len(self.data):
             raise GroupAdminError(f"truncated response ({len(self.data)} bytes)")
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += size
-        return int(value)
-
-    def i8(self) -> int:
-        return self._take(">b")
+        self.pos += n
+        return self.data[self.pos - n:self.pos]
 
     def i16(self) -> int:
-        return self._take(">h")
+        return int.from_bytes(self._take(2), "big", signed=True)
 
     def i32(self) -> int:
-        return self._take(">i")
+        return int.from_bytes(self._take(4), "big", signed=True)
 
     def string(self) -> str | None:
         n = self.i16()
-        if n < 0:
-            return None
-        if self.pos + n > len(self.data):
-            raise GroupAdminError(f"truncated response ({len(self.data)} bytes)")
-        s = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
+        return None if n < 0 else self._take(n).decode()
 
 
 def decode_api_versions(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]:
@@ -209,22 +200,15 @@ class _Connection:
         self.sock.close()
 
 
-def _bootstrap_hosts(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for entry in bootstrap.split(","):
-        host, _, port = entry.strip().split("://")[-1].rpartition(":")
-        if port.isdigit():
-            out.append((host.strip("[]") or "127.0.0.1", int(port)))
-    if not out:
-        raise GroupAdminError(f"bootstrap {bootstrap!r} names no host:port")
-    return out
-
-
 def _connect_any(bootstrap: str, deadline: float) -> _Connection:
     errors = []
-    for host, port in _bootstrap_hosts(bootstrap):
+    for entry in bootstrap.split(","):
+        host, _, port = entry.strip().split("://")[-1].rpartition(":")
+        if not port.isdigit():
+            errors.append(f"bootstrap entry {entry!r} is not host:port")
+            continue
         try:
-            return _Connection(host, port, deadline)
+            return _Connection(host.strip("[]") or "127.0.0.1", int(port), deadline)
         except GroupAdminError as e:
             errors.append(str(e))
     raise GroupAdminError("; ".join(errors))
