@@ -34,7 +34,8 @@ def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
     }
     if transactional_id:
         conf["transactional.id"] = transactional_id
-        conf["transaction.timeout.ms"] = 60_000
+        conf["transaction.timeout.ms"] = 10_000  # Kafka Streams' default: a dead producer's transaction
+        # blocks read_committed readers at most this long (on brokers that abort it; see membership.py)
     conf.update(overrides)
     return conf
 

@@ -146,9 +146,7 @@ class StreamThread(threading.Thread):
         self._set_state(ThreadState.DEAD)
 
     def _open_clients(self) -> TaskManager:
-        collector = RecordCollector(self._producer_conf)
-        if self.config.eos:
-            collector.producer.init_transactions(30)
+        collector = self._new_collector()
         restorer = ChangelogReader(self._restore_conf, self._restore_listener)
         standby = StandbyUpdater({**self._restore_conf, "client.id": f"{self.client_id}-standby"},
                                  committed=None if self.config.eos else self._committed_lookup)
@@ -158,6 +156,12 @@ class StreamThread(threading.Thread):
             self._membership.prepare_join(static=bool(self.config.group_instance_id))
         self._subscribe(self.tasks)
         return self.tasks
+
+    def _new_collector(self) -> RecordCollector:
+        collector = RecordCollector(self._producer_conf)
+        if self.config.eos:
+            collector.producer.init_transactions(30)  # fences (aborts) an earlier run's transaction
+        return collector
 
     def _committed_lookup(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return self.tasks.committed_offsets(tps) if self.tasks is not None else {}
@@ -174,6 +178,10 @@ class StreamThread(threading.Thread):
         new one (Kafka Streams' TaskMigrated handling after an aborted transaction)."""
         log.warning("%s: leaving and rejoining the group", self.name)
         consumer.close()
+        if tm.producer_fenced:
+            tm.producer_fenced = False
+            tm.collector.producer.flush(0)
+            tm.collector = self._new_collector()
         return self._subscribe(tm)
 
     def _consumer_error(self, err: KafkaError) -> None:
@@ -189,7 +197,6 @@ class StreamThread(threading.Thread):
         idle_s = self.config.idle_backoff_ms / 1000.0
         commit_s = self.config.effective_commit_interval_ms / 1000.0
         restorer = tm.restorer
-        collector = tm.collector
         while not self._shutdown.is_set():
             if restorer.active:
                 self._restored(tm, tm.restore_step())
@@ -201,7 +208,7 @@ class StreamThread(threading.Thread):
             if msgs:
                 tm.add_records(msgs)
                 self.processed += tm.process()
-                collector.poll()
+                tm.collector.poll()
             elif not restorer.active and tm.tasks and idle_s > 0:
                 self._idle(consumer, idle_s)
             if time.monotonic() - tm.last_commit >= commit_s:

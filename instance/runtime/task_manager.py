@@ -38,6 +38,8 @@ TopicPart = tuple[str, int]
 #: the group moved on: the commit is refused, the records are processed again by the next owner
 REBALANCE_ERRORS = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS,
                               KafkaError.UNKNOWN_MEMBER_ID, KafkaError._ASSIGNMENT_LOST})
+#: another producer has our transactional id
+FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
 class TaskManager:
@@ -66,6 +68,8 @@ class TaskManager:
         self._in_txn = False
         #: a transaction was aborted because the group moved on: the thread must rejoin
         self.rejoin_requested = False
+        #: the producer was fenced: the thread must give us a new one before we rejoin
+        self.producer_fenced = False
         self.last_commit = time.monotonic()
 
     # -- processing -------------------------------------------------------------------------------
@@ -162,6 +166,16 @@ class TaskManager:
             return True
         except KafkaException as e:
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is not None and err.code() in FENCED_ERRORS:
+                # another producer took our transactional id (a peer fenced us as dead, or a
+                # newer run of this instance): our transaction is gone; start over as Kafka
+                # Streams does on TaskMigrated, with a new producer
+                log.warning("%s: producer fenced (%s); closing tasks dirty, new producer, rejoining",
+                            self.name, err.name())
+                self._in_txn = False
+                self.close_tasks(list(self.tasks), clean=False)
+                self.producer_fenced = self.rejoin_requested = True
+                return False
             if err is None or err.fatal() or not (err.txn_requires_abort() or err.code() in REBALANCE_ERRORS):
                 raise
             log.warning("%s: transaction aborted (%s); closing tasks dirty and rejoining", self.name, err.name())
