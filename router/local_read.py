@@ -25,6 +25,9 @@ class LocalReplica:
     partition: int
     position: int  # changelog offset the replica reflects; -1: the store is not logged
     end_offset: int
+    #: an active that took its task over and is processing input again that its previous owner
+    #: had processed (what that owner answered may be newer than this replica)
+    catching_up: bool = False
 
     @property
     def lag(self) -> int:
@@ -32,7 +35,7 @@ class LocalReplica:
 
     def is_stale(self, instance_state: str) -> bool:
         """Anything but an up-to-date active of a RUNNING instance may miss recent writes."""
-        return self.role is not Role.ACTIVE or instance_state != "RUNNING" or self.lag > 0
+        return self.role is not Role.ACTIVE or instance_state != "RUNNING" or self.lag > 0 or self.catching_up
 
 
 def check_local_read(store: str, replica: LocalReplica, options: QueryOptions) -> None:

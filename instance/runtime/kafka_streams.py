@@ -62,6 +62,7 @@ class LocalRead:
     role: str          # ACTIVE | RESTORING | STANDBY
     position: int      # changelog offset the replica reflects (-1: not logged)
     end_offset: int
+    catching_up: bool = False  # active, reprocessing input its previous owner had processed
 
     @property
     def lag(self) -> int:
@@ -123,7 +124,8 @@ class KafkaStreams:
                                          self.instance_id, self.instance_info, self.view,
                                          self.config.heartbeat_interval_ms, on_tick=self._on_metadata_tick)
         self.membership = MembershipCoordinator(self.config, self.view, self._metadata.publish_now,
-                                                lambda: list(self.threads), self._metadata.publish_tombstone)
+                                                lambda: list(self.threads), self._metadata.publish_tombstone,
+                                                self._metadata.loaded)
         self._metadata.start()
         for i in range(self.config.num_stream_threads):
             self._start_thread(i + 1)
@@ -341,9 +343,9 @@ class KafkaStreams:
         for tm in self._task_managers():
             found = tm.local_store(store, partition)
             if found is not None:
-                kv, role, position, end = found
+                kv, role, position, end, catching_up = found
                 value = kv.query_get(key)
-                return LocalRead(value is not None, value, partition, role, position, end)
+                return LocalRead(value is not None, value, partition, role, position, end, catching_up)
         raise InvalidStateStoreException(
             f"store {store!r} partition {partition} is not hosted on this instance (migrated?)")
 

@@ -63,7 +63,7 @@ class MembershipCoordinator:
 
     def __init__(self, config: StreamsConfig, view: ClusterView, publish_now: Callable[[], None],
                  threads: Callable[[], Sequence[StreamThread]],
-                 publish_tombstone: Callable[[str], None]) -> None:
+                 publish_tombstone: Callable[[str], None], view_loaded: threading.Event) -> None:
         self.config = config
         self.enabled = config.membership_assist
         self.me = config.instance_id
@@ -71,6 +71,7 @@ class MembershipCoordinator:
         self._publish_now = publish_now
         self._threads = threads
         self._publish_tombstone = publish_tombstone
+        self._view_loaded = view_loaded
         self.intent = ""
         self.acks: tuple[str, ...] = ()
         self._lock = threading.Lock()
@@ -122,6 +123,10 @@ class MembershipCoordinator:
             return
         try:
             if self.enabled:
+                # the announcement waits for the peers in our view: read the view whole first
+                if not self._view_loaded.wait(self.ack_timeout_s):
+                    log.warning("instance metadata not read within %.0f s; joining without a handover",
+                                self.ack_timeout_s)
                 if not static:
                     self._remove_previous_incarnation()
                 with self._action:

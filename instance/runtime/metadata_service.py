@@ -49,6 +49,8 @@ class MetadataService(threading.Thread):
         self._interval = interval_ms / 1000.0
         self._on_tick = on_tick
         self._stopping = threading.Event()
+        #: set once the whole topic has been read: the view knows every instance
+        self.loaded = threading.Event()
         self._wake = threading.Event()
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
                                    "client.id": f"{instance_id}-metadata"})
@@ -97,6 +99,7 @@ class MetadataService(threading.Thread):
         """Fetch only when the end offset moved: an idle fetch loop costs the dev broker a core."""
         _, high = self._consumer.get_watermark_offsets(tp, timeout=2)
         if high <= position:
+            self.loaded.set()
             return position
         self._consumer.resume([tp])
         deadline = time.monotonic() + 2.0
@@ -121,6 +124,8 @@ class MetadataService(threading.Thread):
                             log.warning("ignoring malformed instance metadata for %s", iid)
         finally:
             self._consumer.pause([tp])
+        if position >= high:
+            self.loaded.set()
         return position
 
     def stop(self, final: InstanceInfo | None = None) -> None:

@@ -76,7 +76,8 @@ class StreamThread(threading.Thread):
             "session.timeout.ms": config.session_timeout_ms,
             # also the rebalance timeout: how long a rebalance waits for members that do not rejoin
             "max.poll.interval.ms": max(config.max_poll_interval_ms, config.session_timeout_ms),
-            "heartbeat.interval.ms": max(100, config.session_timeout_ms // 5),
+            # members learn of a rebalance at their next heartbeat: keep it short
+            "heartbeat.interval.ms": max(100, config.session_timeout_ms // 10),
             "isolation.level": "read_committed" if config.eos else "read_uncommitted",
             "queued.max.messages.kbytes": 65536,
         }
@@ -207,9 +208,12 @@ class StreamThread(threading.Thread):
             msgs = consumer.consume(num_messages=max_records, timeout=timeout)
             if msgs:
                 tm.add_records(msgs)
+            if tm.buffered and not self._paused_for:
+                # paused for a membership change: keep what was fetched unprocessed; the next
+                # owner starts from the commit, or we go on if no rebalance comes
                 self.processed += tm.process()
                 tm.collector.poll()
-            elif not restorer.active and tm.tasks and idle_s > 0:
+            elif not msgs and not restorer.active and tm.tasks and idle_s > 0:
                 self._idle(consumer, idle_s)
             if time.monotonic() - tm.last_commit >= commit_s:
                 tm.commit()

@@ -104,6 +104,9 @@ class StreamTask:
         #: changelog (topic, partition) of each logged store, and the offset the store reflects
         self.changelogs: list[tuple[str, int]] = []
         self.changelog_offsets: dict[tuple[str, int], int] = {}
+        #: input end offsets at assignment, per source topic, not yet processed again (see
+        #: TaskManager: answers are flagged stale until then)
+        self.catch_up_to: dict[str, int] = {}
         #: changelogs written in the open transaction (exactly-once: the commit adds a marker)
         self.txn_changelogs: set[tuple[str, int]] = set()
         self.dir_lock: Any = _NO_LOCK
@@ -179,6 +182,7 @@ class StreamTask:
             last = q[-1]
             q.clear()
             self.committable[topic] = last.offset() + 1
+            self.positions[topic] = last.offset()
             if rc.timestamp > self.stream_time:
                 self.stream_time = rc.timestamp
             return n
@@ -203,6 +207,10 @@ class StreamTask:
                 self.stream_time = best_ts
             n += 1
         return n
+
+    def check_caught_up(self) -> None:
+        positions = self.positions
+        self.catch_up_to = {t: end for t, end in self.catch_up_to.items() if positions.get(t, -1) + 1 < end}
 
     def _invalidate_checkpoint(self) -> None:
         """Before the stores receive writes the checkpoint does not cover, remove it: a crash

@@ -68,6 +68,8 @@ class TaskManager:
         self._in_txn = False
         #: a transaction was aborted because the group moved on: the thread must rejoin
         self.rejoin_requested = False
+        #: records handed to tasks and not processed yet
+        self.buffered = False
         #: the producer was fenced: the thread must give us a new one before we rejoin
         self.producer_fenced = False
         self.last_commit = time.monotonic()
@@ -90,12 +92,19 @@ class TaskManager:
                 _consume_error(m)
         if run and (task := by_tp.get(run_tp)) is not None:  # type: ignore[arg-type]
             task.add_records(run_tp[0], run)  # type: ignore[index]
+        self.buffered = True
 
     def process(self) -> int:
+        """Process every buffered record; returns how many."""
+        if not self.buffered:
+            return 0
+        self.buffered = False
         self.begin_txn()
         n = 0
         for task in self.tasks.values():
             n += task.process()
+            if task.catch_up_to:
+                task.check_caught_up()
         return n
 
     def begin_txn(self) -> None:
@@ -214,7 +223,7 @@ class TaskManager:
             sub = self.topic_to_sub.get(tp.topic)
             if sub is not None:
                 wanted.setdefault(TaskId(sub, tp.partition), []).append(tp)
-        committed = {} if self.config.eos else self.committed_offsets([(tp.topic, tp.partition) for tp in partitions])
+        committed = self.committed_offsets([(tp.topic, tp.partition) for tp in partitions])
         with self.lock:
             for tid in sorted(wanted):
                 if tid in self.standby.tasks:
@@ -279,6 +288,13 @@ class TaskManager:
         for topic in task.sources:
             self.by_tp[(topic, tid.partition)] = task
         marks = None if self.config.eos else {t: committed.get((t, tid.partition), 0) for t in task.sources}
+        # input the previous owner may have processed (and answered queries from) beyond the
+        # commit: answers are flagged stale until this task has processed it again
+        for t in task.sources:
+            end = self.consumer.get_watermark_offsets(TopicPartition(t, tid.partition), timeout=10)[1] \
+                if self.consumer is not None else 0
+            if end > committed.get((t, tid.partition), 0):
+                task.catch_up_to[t] = end
         for name, store in task.stores.items():
             cl = self.layout.changelogs.get(name)
             if cl is None:
@@ -374,8 +390,8 @@ class TaskManager:
                            [self._resolve(t) for t in st.source_topics])
 
     # -- queries ----------------------------------------------------------------------------------------
-    def local_store(self, store: str, partition: int) -> tuple[KeyValueStore, str, int, int] | None:
-        """(store, role, changelog position, end offset) of this thread's replica, or None."""
+    def local_store(self, store: str, partition: int) -> tuple[KeyValueStore, str, int, int, bool] | None:
+        """(store, role, changelog position, end offset, catching up) of this thread's replica."""
         changelog = self.layout.changelogs.get(store)
         tp = (changelog, partition) if changelog else None
         with self.lock:
@@ -383,13 +399,13 @@ class TaskManager:
                 if tid.partition == partition and store in task.stores:
                     if tid in self.restoring and tp is not None:
                         pos, end = self.restorer.progress(task).get(tp, (-1, -1))
-                        return task.stores[store], "RESTORING", pos, end
+                        return task.stores[store], "RESTORING", pos, end, True
                     pos = task.changelog_offsets.get(tp, -1) if tp else -1
-                    return task.stores[store], "ACTIVE", pos, pos
+                    return task.stores[store], "ACTIVE", pos, pos, bool(task.catch_up_to)
             for tid, sb in self.standby.tasks.items():
                 if tid.partition == partition and store in sb.stores:
                     return (sb.stores[store], "STANDBY", sb.changelog_offsets.get(tp, -1) if tp else -1,
-                            sb.end_offsets.get(tp, -1) if tp else -1)
+                            sb.end_offsets.get(tp, -1) if tp else -1, False)
         return None
 
 

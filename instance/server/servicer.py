@@ -95,7 +95,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             read = streams.read_local(store, key)
         except InvalidStateStoreException as e:
             raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
-        replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset)
+        replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
         check_local_read(store, replica, options)
         state = streams.state.name
         meta = pb.ReadMetadata(
