@@ -277,7 +277,7 @@ class KafkaStreams:
 
     def _on_metadata_tick(self) -> None:
         if self.membership is not None:
-            self.membership.tick(running=self.state is State.RUNNING)
+            self.membership.tick(in_group=self.state.is_running_or_rebalancing())
         self._maybe_clean_state_dir()
 
     def _standby_wanted(self, thread: StreamThread) -> set[TaskId]:

@@ -163,8 +163,10 @@ class MembershipCoordinator:
                 self.withdraw(intent)
 
     # -- peer side ----------------------------------------------------------------------------------
-    def tick(self, running: bool) -> None:
-        """From the metadata thread, after each read of the cluster view."""
+    def tick(self, in_group: bool) -> None:
+        """From the metadata thread, after each read of the cluster view. ``in_group``: this
+        instance is RUNNING or REBALANCING (a rebalance waiting for a dead member must be
+        unblocked from there too)."""
         if not self.enabled:
             return
         live = [i for i in self.view.instances() if self.view.is_alive(i)]
@@ -180,7 +182,7 @@ class MembershipCoordinator:
         if acks != self.acks:
             self.acks = acks
             self._publish_now()
-        if running:
+        if in_group:
             self._remove_dead_members(live)
 
     def _announcing(self, info: InstanceInfo) -> bool:
@@ -206,7 +208,7 @@ class MembershipCoordinator:
         now = int(time.time() * 1000)
         for info in self.view.instances():
             key = (info.instance_id, info.heartbeat_ms)
-            if (info.instance_id != self.me and info.state in ("RUNNING", "REBALANCING")
+            if (info.instance_id != self.me and info.state not in ("NOT_RUNNING", "ERROR")
                     and now - info.heartbeat_ms > self.config.session_timeout_ms
                     and time.monotonic() >= self._dead_handled.get(key, 0.0)):
                 self._dead_handled[key] = float("inf")
