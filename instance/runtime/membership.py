@@ -72,6 +72,8 @@ class MembershipCoordinator:
         self._threads = threads
         self._publish_tombstone = publish_tombstone
         self._view_loaded = view_loaded
+        #: intent -> when it was first seen withdrawn (see may_resume)
+        self._gone_since: dict[str, float] = {}
         self.intent = ""
         self.acks: tuple[str, ...] = ()
         self._lock = threading.Lock()
@@ -195,11 +197,22 @@ class MembershipCoordinator:
             i.intent == intent and self._announcing(i) for i in self.view.instances())
 
     def may_resume(self, intents: set[str], paused_since: float) -> bool:
-        """A paused thread resumes without a new assignment only once every join it paused for
-        is withdrawn (it needed no rebalance), or after ``quiesce_timeout_s``."""
-        if time.monotonic() - paused_since > self.quiesce_timeout_s:
+        """A paused thread resumes without a new assignment once every change it paused for is
+        over: a join withdrawn (it needed no rebalance), a leave or removal no longer announced
+        for a few heartbeats (the rebalance it caused would have reached us by then), or after
+        ``quiesce_timeout_s`` in any case."""
+        now = time.monotonic()
+        if now - paused_since > self.quiesce_timeout_s:
             return True
-        return all(intent_kind(i) == JOIN and not self.still_announced(i) for i in intents)
+        settle_s = 3 * self.config.session_timeout_ms / 10_000  # three consumer heartbeats
+        for i in intents:
+            if self.still_announced(i):
+                self._gone_since.pop(i, None)
+                return False
+            gone = self._gone_since.setdefault(i, now)
+            if intent_kind(i) != JOIN and now - gone < settle_s:
+                return False
+        return True
 
     # -- dead members ---------------------------------------------------------------------------------
     def _remove_dead_members(self, live: list[InstanceInfo]) -> None:

@@ -101,8 +101,10 @@ class StreamThread(threading.Thread):
         #: metadata thread, read here
         self._quiesce_requests: frozenset[str] = frozenset()
         self.quiesce_done: frozenset[str] = frozenset()
-        self._paused_for: set[str] = set()
+        #: intents we committed and paused for -> when (monotonic)
+        self._paused_for: dict[str, float] = {}
         self._paused_since = 0.0
+        self._revoked_at = 0.0
         self._next_standby_check = 0.0
         self._handler = DeserializationHandler(config.default_deserialization_exception_handler)
         #: this thread's group member id once it has joined (published for standby placement)
@@ -220,7 +222,7 @@ class StreamThread(threading.Thread):
             if self._quiesce_requests != self.quiesce_done:
                 self._quiesce(tm, consumer)
             elif self._paused_for and self._membership is not None \
-                    and self._membership.may_resume(self._paused_for, self._paused_since):
+                    and self._membership.may_resume(set(self._paused_for), self._paused_since):
                 self._paused_for.clear()
                 self._resume(consumer)
             if tm.rejoin_requested:
@@ -235,8 +237,8 @@ class StreamThread(threading.Thread):
             if tm.tasks:
                 tm.commit()
             consumer.pause(consumer.assignment())
-            self._paused_for |= new
-            self._paused_since = time.monotonic()
+            self._paused_since = now = time.monotonic()
+            self._paused_for.update(dict.fromkeys(new, now))
         self.quiesce_done = requests
 
     def _consumable(self) -> list[TopicPartition]:
@@ -271,6 +273,7 @@ class StreamThread(threading.Thread):
     # -- rebalance ---------------------------------------------------------------------------------
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
+        self._revoked_at = time.monotonic()
         assert self.tasks is not None
         self.tasks.revoke()
 
@@ -282,12 +285,16 @@ class StreamThread(threading.Thread):
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.member_id = consumer.memberid() or ""
         self._set_state(ThreadState.PARTITIONS_ASSIGNED)
-        self._paused_for.clear()  # the membership change we paused for has happened
+        # the changes we paused for before this rebalance began have happened; one announced
+        # during it (say, a leave while we had no tasks) may still be to come: stay paused
+        self._paused_for = {i: t for i, t in self._paused_for.items() if t >= self._revoked_at}
         if self._membership is not None:
             self._membership.joined()
         assert self.tasks is not None
         consumer.assign(partitions)
         paused = self.tasks.assign(partitions)
+        if self._paused_for:
+            paused = partitions
         if paused:
             consumer.pause(paused)
         self._resume(consumer)
