@@ -3,6 +3,8 @@ flagged RESTORING with its lag, a position bound ahead of the replica is NOT_UP_
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 
@@ -13,15 +15,22 @@ from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration
 
-KEYS = 300_000
+# Sized so that neither phase depends on the machine's speed: counting KEYS lines takes seconds
+# (the waits below allow minutes, for a busy 2-core CI machine), and restoring their changelog
+# (KEYS + a few records) one record per stream-thread loop iteration
+# (restore.consumer.max.poll.records=1, Kafka Streams' setting) takes seconds on a fast machine
+# too, so the restore stays observable without a large input.
+KEYS = 100_000
+#: the deadlines: generous, each is only the upper bound of a wait on a condition
+COUNT_S, EXIT_S, RESTORE_START_S, RESTORE_END_S = 240.0, 120.0, 120.0, 240.0
 
 
+@pytest.mark.timeout(COUNT_S + EXIT_S + RESTORE_START_S + RESTORE_END_S + 120)
 def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique) -> None:  # type: ignore[no-untyped-def]
-    # small restore batches (Kafka Streams' restore.consumer.max.poll.records) keep the restore
-    # going long enough to query it
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 1, "commit.interval.ms=500",
-                                       "restore.consumer.max.poll.records=10", partitions=1)
+                                       "restore.consumer.max.poll.records=1", partitions=1)
     produce(bootstrap, topic, ((None, f"k{i} common".encode()) for i in range(KEYS)))
+    t0 = time.monotonic()
     cluster.start()
     target = cluster.instances[0].target
     try:
@@ -31,7 +40,8 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
                     return q.get("counts", "common").value == KEYS
                 except grpc.RpcError:
                     return False
-            wait_until(counted, 180, "all input counted", cluster.logs)
+            wait_until(counted, COUNT_S, "all input counted", cluster.logs)
+            print(f"counted {KEYS} lines in {time.monotonic() - t0:.1f}s")  # shown if the test fails
 
             r = q.get("counts", "k7")
             assert r.metadata["role"] == "ACTIVE" and r.metadata["stale"] is False
@@ -49,13 +59,14 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
 
         # restart without checkpoints: the whole changelog is restored while we ask
         cluster.signal(0)
-        assert cluster.wait_exit(0, 60) == 0
+        assert cluster.wait_exit(0, EXIT_S) == 0
         for ck in cluster.instances[0].state_dir.rglob(".checkpoint"):
             ck.unlink()
+        t0 = time.monotonic()
         cluster.start()
         seen_refused: set[str] = set()
         restoring_meta = None
-        with QueryClient(target, timeout=2) as q:
+        with QueryClient(target, timeout=5) as q:
             def observe() -> bool:
                 """Both answers while the replica is restoring (the refusal right after the
                 RESTORING answer, so it is not a start-up refusal)."""
@@ -63,7 +74,10 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
                 try:
                     r = q.get("counts", "k7", allow_stale=True)
                 except grpc.RpcError:
-                    return False
+                    return False  # not up yet, or the store is not open yet
+                if r.metadata["role"] == "ACTIVE":
+                    raise AssertionError("the restore ended before it could be observed (raise KEYS):\n"
+                                         + cluster.logs())
                 if r.metadata["role"] != "RESTORING":
                     return False
                 restoring_meta = r.metadata
@@ -73,7 +87,13 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
                     if err.code() is grpc.StatusCode.UNAVAILABLE:
                         seen_refused.add((err.details() or "").split(":", 1)[0])
                 return bool(seen_refused)
-            wait_until(observe, 60, "a refused require_active query and a RESTORING answer", cluster.logs)
+            deadline = time.monotonic() + RESTORE_START_S
+            while not observe():  # polled faster than wait_until: the restore may be short
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"timed out after {RESTORE_START_S}s waiting for a refused "
+                                         f"require_active query and a RESTORING answer\n{cluster.logs()}")
+                time.sleep(0.02)
+            print(f"restoring after {time.monotonic() - t0:.1f}s")
         assert seen_refused & {"REBALANCING", "NOT_ACTIVE"}, seen_refused
         assert restoring_meta["stale"] is True
         assert restoring_meta["lag"] > 0
@@ -84,7 +104,8 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
                     return q.get("counts", "common").metadata["role"] == "ACTIVE"
                 except grpc.RpcError:
                     return False
-            wait_until(active, 120, "the end of the restore", cluster.logs)
+            wait_until(active, RESTORE_END_S, "the end of the restore", cluster.logs)
+            print(f"restored after {time.monotonic() - t0:.1f}s")
             assert q.get("counts", "common").value == KEYS
     finally:
         cluster.stop()
