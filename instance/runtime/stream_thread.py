@@ -261,10 +261,17 @@ class StreamThread(threading.Thread):
             self._shutdown.wait(idle_s)
             return
         # an empty poll with records still behind the end offset is fetch latency, not idleness:
-        # pausing then would throw away what is being fetched
+        # a pause would make the fetch in flight outdated and throw its answer away. Before a
+        # partition returned a record its position is unknown: compare with where fetching
+        # starts, or a first fetch slower than poll.ms + the backoff is thrown away at every
+        # pause (the dev broker answers it with the whole partition: 16 MB for 300k lines).
+        start = self.tasks.start_offsets if self.tasks is not None else {}
         for tp in consumer.position(parts):
-            high = consumer.get_watermark_offsets(tp, cached=True)[1]
-            if tp.offset >= 0 and high is not None and high > tp.offset:
+            low, high = consumer.get_watermark_offsets(tp, cached=True)
+            if high is None or high < 0:
+                return  # no fetch answered yet
+            position = tp.offset if tp.offset >= 0 else max(start.get((tp.topic, tp.partition), 0), low)
+            if high > position:
                 return
         consumer.pause(parts)
         self._shutdown.wait(idle_s)

@@ -59,6 +59,8 @@ class TaskManager:
         self.tasks: dict[TaskId, StreamTask] = {}
         self.restoring: set[TaskId] = set()
         self.by_tp: dict[TopicPart, StreamTask] = {}
+        #: committed offset of each assigned partition (0 where none), as of the assignment
+        self.start_offsets: dict[TopicPart, int] = {}
         self.assignment_version = 0
         self.lock = threading.RLock()  # held while tasks are created/closed (queries read tasks)
         self.topic_to_sub: dict[str, int] = {resolve(t): st.id for st in topology.subtopologies()
@@ -224,6 +226,7 @@ class TaskManager:
             if sub is not None:
                 wanted.setdefault(TaskId(sub, tp.partition), []).append(tp)
         committed = self.committed_offsets([(tp.topic, tp.partition) for tp in partitions])
+        self.start_offsets = committed  # where fetching starts: the thread's idle check
         with self.lock:
             for tid in sorted(wanted):
                 if tid in self.standby.tasks:
