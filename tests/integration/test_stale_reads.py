@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from devtools.cluster import produce
-from instance.server.tokens import PositionToken
 from router.client import QueryClient
+from router.tokens import PositionToken
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration
