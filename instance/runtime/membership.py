@@ -196,6 +196,12 @@ class MembershipCoordinator:
         return intent == self.intent or any(
             i.intent == intent and self._announcing(i) for i in self.view.instances())
 
+    def happened(self, intent: str, acked_at: float, revoked_at: float) -> bool:
+        """At an assignment: is the change a thread paused for (at ``acked_at``) behind us?"""
+        if acked_at >= revoked_at:
+            return False  # announced during this rebalance: it may still be to come
+        return intent_kind(intent) == JOIN or not self.still_announced(intent)
+
     def may_resume(self, intents: set[str], paused_since: float) -> bool:
         """A paused thread resumes without a new assignment once every change it paused for is
         over: a join withdrawn (it needed no rebalance), a leave or removal no longer announced

@@ -292,9 +292,12 @@ class StreamThread(threading.Thread):
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.member_id = consumer.memberid() or ""
         self._set_state(ThreadState.PARTITIONS_ASSIGNED)
-        # the changes we paused for before this rebalance began have happened; one announced
-        # during it (say, a leave while we had no tasks) may still be to come: stay paused
-        self._paused_for = {i: t for i, t in self._paused_for.items() if t >= self._revoked_at}
+        # a change we paused for has happened if it was announced before this rebalance began
+        # and, for a leave or a removal, its announcer is done (a leaver that is still leaving
+        # causes the next rebalance, not this one): otherwise stay paused
+        if self._membership is not None:
+            self._paused_for = {i: t for i, t in self._paused_for.items()
+                                if not self._membership.happened(i, t, self._revoked_at)}
         if self._membership is not None:
             self._membership.joined()
         assert self.tasks is not None
