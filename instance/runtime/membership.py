@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from instance.config import StreamsConfig
@@ -245,18 +246,25 @@ class MembershipCoordinator:
             self._dead_handled[(info.instance_id, info.heartbeat_ms)] = time.monotonic() + 5.0
             self.withdraw()
 
+    def _fence(self, dead: str, threads: int) -> None:
+        """Abort the dead instance's open transactions now, or the last stable offset of every
+        partition they wrote stays pinned and read_committed readers (restores too) wait."""
+        for i in range(1, max(1, threads) + 1):
+            fence_transactional_id(self.config.bootstrap_servers,
+                                   transactional_id(self.config.application_id, dead, i))
+
     def _remove_dead_locked(self, info: InstanceInfo) -> None:
         bootstrap, group = self.config.bootstrap_servers, self.config.application_id
         dead = info.instance_id
         log.warning("instance %s missed its heartbeats for %d ms; removing it from the group",
                     dead, int(time.time() * 1000) - info.heartbeat_ms)
         intent = self._announce(REMOVE, dead)
-        self._await_acks(intent, exclude=dead)
-        if self.config.eos:
-            # abort its open transaction now, or the last stable offset of every partition it
-            # wrote stays pinned and read_committed consumers (restore included) wait for ever
-            for i in range(1, max(1, info.threads) + 1):
-                fence_transactional_id(bootstrap, transactional_id(group, dead, i))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.me}-fence") as pool:
+            # fencing needs no handover: it runs while the peers commit and pause
+            fenced = pool.submit(self._fence, dead, info.threads) if self.config.eos else None
+            self._await_acks(intent, exclude=dead)
+            if fenced is not None:
+                fenced.result()
         members: list[GroupMember] = [m for m in describe_group_members(bootstrap, group)
                                       if m.client_id.startswith(thread_client_prefix(dead))]
         if members:

@@ -293,6 +293,8 @@ def _settle(run: Run, tasks: set[str], truth: Mapping[str, int], deadline: float
         live = run.live.snapshot()
         problem = observe.settle_problem(live, tasks, run.clients) if live else "no live instance"
         if problem is None:
+            if result.owned_s is None:
+                result.owned_s = round(now - run.action_time, 1)
             counts = observe.read_counts(run.rnd.choice(sorted(live.values())), words, run.clients)
             if counts != last:
                 unchanged_since = now

@@ -4,8 +4,8 @@ guarantees) on a 3-instance word-count cluster while input flows and queries run
 Asserted for every run: it converged (every task owned by a live RUNNING instance and the counts
 right), no record lost, no unflagged stale answer; no double count where exact counts are required
 (clean-leave, scale-out-in, everything under exactly_once_v2; after a crash under at_least_once
-the stores may over-count through redone work, so only >= the truth); and a crash converges within
-session.timeout.ms + 10 s of the kill. Dynamic membership except in crash-restart-static; the
+the stores may over-count through redone work, so only >= the truth); and after a crash the
+survivors own every task within session.timeout.ms + 10 s of the kill. Dynamic membership except in crash-restart-static; the
 instances run with default settings (see loadtest/chaos/scenarios.py).
 """
 
@@ -51,5 +51,7 @@ def test_membership_scenario(bootstrap: str, tmp_path: Path, scenario: str, guar
         assert r.double_counted == 0, f"records double-counted{why}"
     assert r.stale_unflagged == 0, f"unflagged stale answers{why}"
     if scenario in CRASHES:
-        assert r.converge_s is not None and r.converge_s <= r.session_timeout_s + CRASH_MARGIN_S, \
-            f"a crash took longer than session.timeout.ms + {CRASH_MARGIN_S:.0f}s to converge{why}"
+        # the survivors own every task within session.timeout.ms + 10 s (counts may take longer:
+        # they also catch up with the input that flowed meanwhile)
+        assert r.owned_s is not None and r.owned_s <= r.session_timeout_s + CRASH_MARGIN_S, \
+            f"the survivors took longer than session.timeout.ms + {CRASH_MARGIN_S:.0f}s to own every task{why}"
