@@ -5,8 +5,9 @@ Asserted for every run: it converged (every task owned by a live RUNNING instanc
 right), no record lost, no unflagged stale answer; no double count where exact counts are required
 (clean-leave, scale-out-in, everything under exactly_once_v2; after a crash under at_least_once
 the stores may over-count through redone work, so only >= the truth); and after a crash the
-survivors own every task within session.timeout.ms + 10 s of the kill. Dynamic membership except in crash-restart-static; the
-instances run with default settings (see loadtest/chaos/scenarios.py).
+survivors own every task within session.timeout.ms + 10 s of the kill. Dynamic membership
+except in crash-restart-static; the instances run with default settings (see
+loadtest/chaos/scenarios.py).
 """
 
 from __future__ import annotations
