@@ -251,7 +251,8 @@ def test_static_member_restart_keeps_partitions(bootstrap: str, admin: AdminClie
 @pytest.mark.xfail(
     ON_DEV_BROKER, strict=True,
     reason="noida-db 0.2.3 never expires group members whose session timed out (static or dynamic): "
-    "a crashed instance keeps its partitions until it comes back",
+    "the runtime removes such members itself (instance/runtime/membership.py; pinned in "
+    "test_group_membership.py). Strict, so the marker must go if the broker starts expiring them",
 )
 def test_static_member_expires_after_session_timeout(bootstrap: str, admin: AdminClient, unique: str) -> None:
     topic, group = f"expire-{unique}", f"g-{unique}"
