@@ -3,7 +3,7 @@
 Kafka Streams' main loop, paid per batch: ``consume(num_messages=max.poll.records)`` returns a
 batch, the TaskManager hands it to the tasks, each drains its buffer depth-first, and every
 ``commit.interval.ms`` the TaskManager commits. The thread owns the clients (consumer, producer,
-restore and standby consumers), the rebalance callbacks, the idle backoff and the pause for an
+the changelog reader's consumer), the rebalance callbacks, the idle backoff and the pause for an
 announced membership change (runtime/membership.py); everything about tasks is the TaskManager's.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from instance.config import StreamsConfig
+from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector, producer_config
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
-from instance.runtime.restore import ChangelogReader, StateRestoreListener
-from instance.runtime.standby import StandbyUpdater
+from instance.runtime.restore import StateRestoreListener
 from instance.runtime.task import DeserializationHandler
 from instance.runtime.task_manager import TaskManager
 from instance.topology.topology import Topology
@@ -150,11 +150,10 @@ class StreamThread(threading.Thread):
 
     def _open_clients(self) -> TaskManager:
         collector = self._new_collector()
-        restorer = ChangelogReader(self._restore_conf, self._restore_listener)
-        standby = StandbyUpdater({**self._restore_conf, "client.id": f"{self.client_id}-standby"},
-                                 committed=None if self.config.eos else self._committed_lookup)
+        reader = StoreChangelogReader(self._restore_conf, self._restore_listener,
+                                      committed=None if self.config.eos else self._committed_lookup)
         self.tasks = TaskManager(self.name, self.config, self.topology, self.layout, self._resolve,
-                                 collector, restorer, standby, self._handler)
+                                 collector, reader, self._handler)
         if self._membership is not None:
             self._membership.prepare_join(static=bool(self.config.group_instance_id))
         self._subscribe(self.tasks)

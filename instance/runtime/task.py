@@ -10,14 +10,12 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from instance.errors import SerializationException, StreamsException
+from instance.runtime.state_manager import ProcessorStateManager, TopicPart
 from instance.state import source_offsets
-from instance.state.bytes_store import InMemoryBytesStore, RocksDBBytesStore
-from instance.state.checkpoint import delete_checkpoint
-from instance.state.kv_store import KeyValueStore
+from instance.state.kv_store import ChangelogSend
 from instance.topology.processor import ProcessorContext, RecordContext
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
 from router.task_id import TaskId
@@ -25,14 +23,6 @@ from router.task_id import TaskId
 log = logging.getLogger(__name__)
 
 Sender = Callable[[str, bytes | None, bytes | None, int], None]
-
-
-class _NoLock:
-    def release(self) -> None:
-        pass
-
-
-_NO_LOCK = _NoLock()
 
 
 class DeserializationHandler:
@@ -69,9 +59,12 @@ class StreamTask:
     """An active task. ``process()`` drains the buffered records; ``flush()`` is the commit step."""
 
     def __init__(self, task_id: TaskId, topology: Topology, subtopology: SubTopology, application_id: str,
-                 resolve_topic: Callable[[str], str], send: Sender, changelog_sender: Callable[..., Any],
-                 state_dir: Path | None, cache_max_entries: int, in_memory: bool,
+                 resolve_topic: Callable[[str], str], send: Sender,
+                 changelog_sender: Callable[[str, int, StreamTask], ChangelogSend],
+                 state: ProcessorStateManager | None, cache_max_entries: int, in_memory: bool,
                  on_bad_record: DeserializationHandler) -> None:
+        """``state``: the task's state manager (None: no task directory, as in the
+        TopologyTestDriver); its stores are built here, in memory if ``in_memory``."""
         self.id = task_id
         self.partition = task_id.partition
         self.subtopology = subtopology
@@ -79,37 +72,30 @@ class StreamTask:
         self.record.partition = task_id.partition
         self.stream_time = -1
         self._on_bad_record = on_bad_record
-        self.stores: dict[str, KeyValueStore] = {}
-        self.task_dir = None if state_dir is None else state_dir / str(task_id)
-        #: the on-disk checkpoint describes the stores (no write since it was taken)
-        self.checkpoint_current = False
-        for name in subtopology.stores:
-            spec = topology.stores[name]
-            inner: Any
-            if in_memory or spec.in_memory or state_dir is None:
-                inner = InMemoryBytesStore(name)
-            else:
-                inner = RocksDBBytesStore(name, state_dir / str(task_id) / "rocksdb" / name)
-            changelog = (changelog_sender(spec.changelog_topic(application_id), task_id.partition, self)
-                         if spec.logging_enabled else None)
-            store = self.stores[name] = KeyValueStore(spec, inner, changelog, cache_max_entries)
-            store.before_write = self._invalidate_checkpoint
+        self.state = state if state is not None else ProcessorStateManager(task_id, None, application_id)
+        self.stores = self.state.register_stores(
+            [topology.stores[name] for name in subtopology.stores], in_memory=in_memory,
+            cache_max_entries=cache_max_entries,
+            changelog_for=lambda spec: changelog_sender(spec.changelog_topic(application_id), self.partition, self))
         self._processors: list[Any] = []
         self.sources: dict[str, Callable[[Any], None]] = {}
-        self._build(topology, subtopology, application_id, resolve_topic, send)
+        try:
+            self._build(topology, subtopology, application_id, resolve_topic, send)
+        except BaseException:
+            self.state.close(checkpoint=False)
+            raise
         self.group = PartitionGroup(list(self.sources))
         self.committable: dict[str, int] = {}
         #: offset of the last record processed per source topic (for changelog source marks)
         self.positions: dict[str, int] = {}
-        #: changelog (topic, partition) of each logged store, and the offset the store reflects
-        self.changelogs: list[tuple[str, int]] = []
-        self.changelog_offsets: dict[tuple[str, int], int] = {}
         #: input end offsets at assignment, per source topic, not yet processed again (see
         #: TaskManager: answers are flagged stale until then)
         self.catch_up_to: dict[str, int] = {}
-        #: changelogs written in the open transaction (exactly-once: the commit adds a marker)
-        self.txn_changelogs: set[tuple[str, int]] = set()
-        self.dir_lock: Any = _NO_LOCK
+
+    @property
+    def changelog_offsets(self) -> dict[TopicPart, int]:
+        """The changelog offset each store reflects (the state manager's)."""
+        return self.state.changelog_offsets
 
     # -- wiring ------------------------------------------------------------------------------
     def _build(self, topology: Topology, st: SubTopology, app_id: str, resolve: Callable[[str], str],
@@ -212,14 +198,6 @@ class StreamTask:
         positions = self.positions
         self.catch_up_to = {t: end for t, end in self.catch_up_to.items() if positions.get(t, -1) + 1 < end}
 
-    def _invalidate_checkpoint(self) -> None:
-        """Before the stores receive writes the checkpoint does not cover, remove it: a crash
-        must never leave a checkpoint that claims less than the stores hold (restore would keep
-        updates the committed offsets do not cover). Written again at the next commit."""
-        if self.checkpoint_current and self.task_dir is not None:
-            delete_checkpoint(self.task_dir)
-        self.checkpoint_current = False
-
     def source_mark(self) -> bytes:
         """The input offsets this task has reached, for the header of a changelog record
         (instance/state/source_offsets.py)."""
@@ -233,21 +211,19 @@ class StreamTask:
 
     def flush(self) -> None:
         """Commit step one: flush caches (forwarding downstream) and stores."""
-        for store in self.stores.values():
-            store.flush_cache()
-        for store in self.stores.values():
-            store.inner.flush()
+        self.state.flush()
 
-    def close(self) -> None:
+    def close(self, checkpoint: bool = False) -> None:
+        """Close processors and stores, release the task directory; ``checkpoint`` after a commit
+        (skipped if a processor fails to close)."""
         errors = []
         for p in self._processors:
             try:
                 p.close()
             except Exception as e:  # keep closing the rest
                 errors.append(e)
-        for store in self.stores.values():
-            store.close()
         self.group.clear()
+        self.state.close(checkpoint=checkpoint and not errors)
         if errors:
             raise StreamsException(f"task {self.id}: processor close failed: {errors[0]}") from errors[0]
 

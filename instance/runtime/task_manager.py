@@ -1,16 +1,16 @@
 """TaskManager: the active and standby tasks of one stream thread, and the commit protocol.
 
-It creates tasks when the group assigns partitions (restoring their stores from the changelogs),
-closes them on revocation, hands consumed records to them, commits (flush stores and producer,
-then offsets, or the transaction under exactly_once_v2, then checkpoints), keeps the standby
-replicas the placement asks for, and answers which local replica serves a query. The stream
-thread only loops; the consumer it owns is lent here for commits and pauses.
+It creates tasks when the group assigns partitions (their stores restored by the thread's changelog
+reader), closes them on revocation, hands consumed records to them, commits (flush stores and
+producer, then offsets, or the transaction under exactly_once_v2, then checkpoints), keeps the
+standby replicas the placement asks for, and answers which local replica serves a query. Task
+directories, checkpoints and stores are each task's ProcessorStateManager's. The stream thread only
+loops; the consumer it owns is lent here for commits and pauses.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -20,12 +20,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from instance.config import StreamsConfig
 from instance.errors import StreamsException
+from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector
 from instance.runtime.internal_topics import TopicLayout
-from instance.runtime.restore import ChangelogReader
-from instance.runtime.standby import StandbyTask, StandbyUpdater
+from instance.runtime.standby import StandbyTask, StandbyTasks
+from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task import DeserializationHandler, StreamTask
-from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
@@ -44,16 +44,17 @@ FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, Kafka
 
 class TaskManager:
     def __init__(self, name: str, config: StreamsConfig, topology: Topology, layout: TopicLayout,
-                 resolve: Callable[[str], str], collector: RecordCollector, restorer: ChangelogReader,
-                 standby: StandbyUpdater, handler: DeserializationHandler) -> None:
+                 resolve: Callable[[str], str], collector: RecordCollector, restorer: StoreChangelogReader,
+                 handler: DeserializationHandler) -> None:
         self.name = name
         self.config = config
         self.topology = topology
         self.layout = layout
         self._resolve = resolve
         self.collector = collector
+        #: the thread's changelog reader: restores active tasks, keeps standbys warm
         self.restorer = restorer
-        self.standby = standby
+        self.standby = StandbyTasks(restorer)
         self._handler = handler
         self.consumer: Consumer | None = None  # the thread's, replaced when it rejoins
         self.tasks: dict[TaskId, StreamTask] = {}
@@ -137,9 +138,7 @@ class TaskManager:
                 return False
         for task in running:
             task.committable.clear()
-        if not self.config.eos:
-            for task in running:
-                self._checkpoint(task)
+            task.state.checkpoint()  # not under exactly-once (the state manager's rule)
         self.standby.checkpoint_all()
         self.last_commit = time.monotonic()
         return True
@@ -148,13 +147,6 @@ class TaskManager:
         """Offsets to commit: what tasks processed since the last commit."""
         return [TopicPartition(topic, task.partition, off)
                 for task in self.tasks.values() for topic, off in task.committable.items()]
-
-    def _checkpoint(self, task: StreamTask) -> None:
-        """Record the changelog offsets the flushed stores reflect (after a producer flush)."""
-        if not task.changelogs:
-            return
-        write_checkpoint(self._task_dir(task.id), task.changelog_offsets)
-        task.checkpoint_current = True
 
     def _commit_transaction(self, offsets: list[TopicPartition]) -> bool:
         """Commit the transaction with the input offsets in it. If the group moved on or the
@@ -170,10 +162,7 @@ class TaskManager:
             self._in_txn = False
             self.collector.check()
             for task in self.tasks.values():
-                # the commit marker takes one offset in every changelog the transaction wrote
-                for tp in task.txn_changelogs:
-                    task.changelog_offsets[tp] += 1
-                task.txn_changelogs.clear()
+                task.state.transaction_committed()
             return True
         except KafkaException as e:
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
@@ -259,38 +248,16 @@ class TaskManager:
         found = self.consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=30)
         return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in found}
 
-    def _task_dir(self, tid: TaskId) -> Any:
-        return self.config.app_state_dir / str(tid)
-
     def _create_task(self, tid: TaskId, committed: dict[TopicPart, int]) -> None:
-        st = self.topology.subtopologies()[tid.subtopology]
-        task_dir = self._task_dir(tid)
-        lock = TaskDirLock(task_dir)
-        if st.stores:
-            lock.acquire(wait_s=5.0)
-        changelogs = [(self.layout.changelogs[s], tid.partition) for s in st.stores
-                      if s in self.layout.changelogs]
-        checkpoint = read_checkpoint(task_dir) if st.stores else {}
-        if st.stores and not all(tp in checkpoint for tp in changelogs):
-            # no trustworthy checkpoint (first start, crash, or unreadable): rebuild
-            checkpoint = {}
-            shutil.rmtree(task_dir / "rocksdb", ignore_errors=True)
-        if self.config.eos:
-            # while the task runs its local state may hold uncommitted writes: a crash must
-            # leave no checkpoint behind
-            delete_checkpoint(task_dir)
-        task = StreamTask(tid, self.topology, st, self.config.application_id, self._resolve,
-                          self.collector.send, self._changelog_sender, self.config.app_state_dir,
-                          self._cache_entries, self.config.in_memory_stores, self._handler)
-        task.dir_lock = lock
-        task.changelogs = changelogs
-        task.changelog_offsets = {tp: checkpoint.get(tp, 0) for tp in changelogs}
-        # at-least-once: valid until the first write to the stores (StreamTask.before_write)
-        task.checkpoint_current = bool(checkpoint) and not self.config.eos
+        config = self.config
+        state = ProcessorStateManager(tid, config.app_state_dir, config.application_id, active=True,
+                                      eos=config.eos, lock_wait_s=5.0)  # the cleaner holds unowned dirs briefly
+        task = StreamTask(tid, self.topology, self.topology.subtopologies()[tid.subtopology], config.application_id,
+                          self._resolve, self.collector.send, self._changelog_sender, state, self._cache_entries,
+                          config.in_memory_stores, self._handler)
         self.tasks[tid] = task
         for topic in task.sources:
             self.by_tp[(topic, tid.partition)] = task
-        marks = None if self.config.eos else {t: committed.get((t, tid.partition), 0) for t in task.sources}
         # input the previous owner may have processed (and answered queries from) beyond the
         # commit: answers are flagged stale until this task has processed it again
         for t in task.sources:
@@ -298,15 +265,9 @@ class TaskManager:
                 if self.consumer is not None else 0
             if end > committed.get((t, tid.partition), 0):
                 task.catch_up_to[t] = end
-        for name, store in task.stores.items():
-            cl = self.layout.changelogs.get(name)
-            if cl is None:
-                continue
-            end = self.restorer.register(task, store, cl, tid.partition, checkpoint.get((cl, tid.partition)), marks)
-            if self.restorer.is_restoring(task):
-                self.restoring.add(tid)
-            else:
-                task.changelog_offsets[(cl, tid.partition)] = end  # the position counts on from here
+        marks = None if config.eos else {t: committed.get((t, tid.partition), 0) for t in task.sources}
+        if self.restorer.register_restoring(task, marks):
+            self.restoring.add(tid)
 
     def _changelog_sender(self, topic: str, partition: int, task: StreamTask) -> ChangelogSend:
         """Logs a store's write batch. The changelog partition has one writer (this thread,
@@ -316,6 +277,7 @@ class TaskManager:
         send = self.collector.send
         tp = (topic, partition)
         eos = self.config.eos
+        logged = task.state.logged
 
         def send_batch(batch: list[tuple[bytes, bytes | None, int]]) -> None:
             if not batch:
@@ -324,41 +286,31 @@ class TaskManager:
                 None if eos else [(SOURCE_HEADER, task.source_mark())]
             for kb, vb, ts in batch:
                 send(topic, kb, vb, ts, partition, headers)
-            offsets = task.changelog_offsets
-            offsets[tp] = offsets.get(tp, 0) + len(batch)
-            if eos:
-                task.txn_changelogs.add(tp)
+            logged(tp, len(batch))
         return send_batch
 
     def restore_step(self) -> list[StreamTask]:
         """One restore batch; returns the tasks that are now fully restored."""
-        done: list[StreamTask] = []
-        self.restorer.step(max_records=self.config.restore_max_poll_records, on_done=done.append)
+        done = [self.tasks[owner.id] for owner in self.restorer.restore(self.config.restore_max_poll_records)]
         for task in done:
-            for tp in task.changelogs:
-                task.changelog_offsets[tp] = self.restorer.end_offsets(*tp)[1]
             self.restoring.discard(task.id)
         return done
 
     def close_tasks(self, ids: list[TaskId], clean: bool = False) -> None:
-        """Close tasks; ``clean`` (just committed, not restoring) writes their checkpoint."""
+        """Close tasks; ``clean`` (just committed) checkpoints those not restoring."""
         with self.lock:
             for tid in ids:
                 task = self.tasks.pop(tid)
                 was_restoring = tid in self.restoring
-                self.restorer.remove_owner(task)
+                self.restorer.unregister(task)
                 self.restoring.discard(tid)
                 for topic in task.sources:
                     self.by_tp.pop((topic, tid.partition), None)
                 try:
-                    task.close()
-                    if clean and not was_restoring:
-                        self._checkpoint(task)
+                    task.close(checkpoint=clean and not was_restoring)
                 except (StreamsException, KafkaException, OSError):
                     # the task's checkpoint is not written: its state is rebuilt next time
                     log.exception("%s: closing task %s failed", self.name, tid)
-                finally:
-                    task.dir_lock.release()
 
     def shutdown(self, clean: bool) -> None:
         """Close every task (committing first when ``clean``) and the standbys."""
@@ -387,10 +339,11 @@ class TaskManager:
                     log.info("%s: standby %s not created yet: %s", self.name, tid, e)
 
     def _new_standby(self, tid: TaskId) -> StandbyTask:
+        config = self.config
         st = self.topology.subtopologies()[tid.subtopology]
-        specs = [self.topology.stores[s] for s in st.stores]
-        return StandbyTask(tid, specs, self.layout.changelogs, self._task_dir(tid), self.config.in_memory_stores,
-                           [self._resolve(t) for t in st.source_topics])
+        state = ProcessorStateManager(tid, config.app_state_dir, config.application_id, active=False, eos=config.eos)
+        return StandbyTask(tid, [self.topology.stores[s] for s in st.stores], state,
+                           [self._resolve(t) for t in st.source_topics], config.in_memory_stores, self.restorer)
 
     # -- queries ----------------------------------------------------------------------------------------
     def local_store(self, store: str, partition: int) -> tuple[KeyValueStore, str, int, int, bool] | None:
@@ -400,15 +353,15 @@ class TaskManager:
         with self.lock:
             for tid, task in self.tasks.items():
                 if tid.partition == partition and store in task.stores:
+                    pos = task.state.changelog_offsets.get(tp, -1) if tp else -1
                     if tid in self.restoring and tp is not None:
-                        pos, end = self.restorer.progress(task).get(tp, (-1, -1))
+                        pos, end = self.restorer.progress(task).get(tp, (pos, pos))
                         return task.stores[store], "RESTORING", pos, end, True
-                    pos = task.changelog_offsets.get(tp, -1) if tp else -1
                     return task.stores[store], "ACTIVE", pos, pos, bool(task.catch_up_to)
             for tid, sb in self.standby.tasks.items():
                 if tid.partition == partition and store in sb.stores:
-                    return (sb.stores[store], "STANDBY", sb.changelog_offsets.get(tp, -1) if tp else -1,
-                            sb.end_offsets.get(tp, -1) if tp else -1, False)
+                    pos, end = self.restorer.progress(sb).get(tp, (-1, -1)) if tp else (-1, -1)
+                    return sb.stores[store], "STANDBY", pos, end, False
         return None
 
 

@@ -1,0 +1,203 @@
+"""ProcessorStateManager: the state of one task, active or standby (Kafka Streams' class of that name).
+
+It owns the task directory (``.lock`` and ``.checkpoint``), builds the task's stores, and knows for
+each changelog partition the offset its store reflects. The task processes; the changelog reader
+(runtime/changelog_reader.py) brings stores up to date through :meth:`restore`.
+
+The checkpoint rule: a checkpoint must never claim less than the stores hold, or a restore after a
+crash would re-apply (at-least-once: keep) updates the committed offsets do not cover. So an active
+task's checkpoint is removed before the first write after it was taken, and written again at the
+next commit; under exactly-once it is removed when the task opens and written only on clean close.
+Restored records never invalidate it: they are covered, and re-applying them is idempotent.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
+from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
+from instance.state.kv_store import ChangelogSend, KeyValueStore
+from instance.state.spec import StoreSpec
+from instance.state.store_builder import build_key_value_store
+from router.task_id import TaskId
+
+TopicPart = tuple[str, int]
+
+
+class ProcessorStateManager:
+    """The stores of one task and their changelog positions, in ``<state_dir>/<task_id>``.
+    ``state_dir`` None: no directory, no lock, no checkpoint, stores in memory (TopologyTestDriver)."""
+
+    def __init__(self, task_id: TaskId, state_dir: Path | None, application_id: str, *, active: bool = True,
+                 eos: bool = False, lock_wait_s: float = 0.0) -> None:
+        self.task_id = task_id
+        self.task_dir = None if state_dir is None else state_dir / str(task_id)
+        self.application_id = application_id
+        self.active = active
+        self.eos = eos
+        self._lock_wait_s = lock_wait_s
+        self._lock: TaskDirLock | None = None
+        self.stores: dict[str, KeyValueStore] = {}
+        self._store_of: dict[TopicPart, KeyValueStore] = {}
+        #: changelog partitions whose offsets a checkpoint may carry (persistent stores only: an
+        #: in-memory store starts empty whatever the checkpoint says)
+        self._persistent: set[TopicPart] = set()
+        #: changelog partition -> the next offset its store reflects (everything before it applied)
+        self.changelog_offsets: dict[TopicPart, int] = {}
+        #: offsets of the checkpoint found at registration, if it covered every persistent store
+        self.checkpointed: dict[TopicPart, int] = {}
+        #: the on-disk checkpoint describes the stores (no write since it was taken)
+        self.checkpoint_current = False
+        #: changelogs written in the open transaction (exactly-once: its commit marker takes an offset)
+        self.txn_changelogs: set[TopicPart] = set()
+        self._written: dict[TopicPart, int] | None = None
+        self._closed = False
+
+    # -- opening -------------------------------------------------------------------------------
+    def register_stores(self, specs: Iterable[StoreSpec], *, in_memory: bool, cache_max_entries: int,
+                        changelog_for: Callable[[StoreSpec], ChangelogSend | None]) -> dict[str, KeyValueStore]:
+        """Lock the task directory, validate its checkpoint (wiping the persistent stores it does
+        not cover: they may hold uncommitted writes), and build the stores. Nothing stays locked
+        or open if this raises."""
+        specs = list(specs)
+        if not specs:
+            return self.stores
+        try:
+            self._open(specs, in_memory, cache_max_entries, changelog_for)
+        except BaseException:
+            self._close_stores()
+            self._release()
+            raise
+        return self.stores
+
+    def _open(self, specs: list[StoreSpec], in_memory: bool, cache_max_entries: int,
+              changelog_for: Callable[[StoreSpec], ChangelogSend | None]) -> None:
+        task_dir = self.task_dir
+        partition = self.task_id.partition
+        tps = {s.name: (s.changelog_topic(self.application_id), partition) for s in specs if s.logging_enabled}
+        persistent = {s.name for s in specs if task_dir is not None and not (in_memory or s.in_memory)}
+        self._persistent = {tp for name, tp in tps.items() if name in persistent}
+        checkpoint: dict[TopicPart, int] = {}
+        if task_dir is not None:
+            self._lock = TaskDirLock(task_dir)
+            self._lock.acquire(wait_s=self._lock_wait_s)
+            checkpoint = read_checkpoint(task_dir)
+            if not all(tp in checkpoint for tp in self._persistent):
+                # first start, crash or unreadable: rebuild the logged stores from their changelogs
+                checkpoint = {}
+                delete_checkpoint(task_dir)
+                for name in persistent & tps.keys():
+                    shutil.rmtree(task_dir / "rocksdb" / name, ignore_errors=True)
+            elif self.active and self.eos:
+                # while an exactly-once task runs its stores may hold uncommitted writes: a crash
+                # must leave no checkpoint behind
+                delete_checkpoint(task_dir)
+        self.checkpointed = {tp: checkpoint[tp] for tp in self._persistent if tp in checkpoint}
+        self.changelog_offsets = {tp: self.checkpointed.get(tp, 0) for tp in tps.values()}
+        self.checkpoint_current = bool(self.checkpointed) and not (self.active and self.eos)
+        for spec in specs:
+            inner: BytesStore
+            if spec.name in persistent:
+                assert task_dir is not None
+                inner = RocksDBBytesStore(spec.name, task_dir / "rocksdb" / spec.name)
+            else:
+                inner = InMemoryBytesStore(spec.name)
+            store = build_key_value_store(spec, inner, changelog_for(spec) if self.active else None,
+                                          cache_max_entries if self.active else 0)
+            if self.active:
+                store.before_write = self.invalidate_checkpoint
+            self.stores[spec.name] = store
+            tp = tps.get(spec.name)
+            if tp is not None:
+                self._store_of[tp] = store
+
+    @property
+    def changelog_partitions(self) -> list[TopicPart]:
+        return list(self._store_of)
+
+    def store_of(self, tp: TopicPart) -> KeyValueStore:
+        return self._store_of[tp]
+
+    # -- changelog positions ---------------------------------------------------------------------
+    def restore(self, tp: TopicPart, records: list[tuple[bytes, bytes | None]], next_offset: int) -> None:
+        """Apply changelog records (restore or standby update); the store now reflects the
+        changelog up to ``next_offset`` (exclusive)."""
+        if records:
+            self._store_of[tp].restore_batch(records)
+        self.changelog_offsets[tp] = next_offset
+
+    def advance(self, tp: TopicPart, offset: int) -> None:
+        """Move the position past records that carry no data (transaction markers)."""
+        if offset > self.changelog_offsets.get(tp, 0):
+            self.changelog_offsets[tp] = offset
+
+    def logged(self, tp: TopicPart, n: int) -> None:
+        """``n`` records were sent to the changelog: one idempotent writer per changelog
+        partition, so they take the next offsets in order."""
+        offsets = self.changelog_offsets
+        offsets[tp] = offsets.get(tp, 0) + n
+        if self.eos:
+            self.txn_changelogs.add(tp)
+
+    def transaction_committed(self) -> None:
+        """The commit marker takes one offset in every changelog the transaction wrote."""
+        for tp in self.txn_changelogs:
+            self.changelog_offsets[tp] += 1
+        self.txn_changelogs.clear()
+
+    # -- commit and checkpoint -----------------------------------------------------------------------
+    def invalidate_checkpoint(self) -> None:
+        """Called before the stores receive writes the checkpoint does not cover (see module doc)."""
+        if self.checkpoint_current and self.task_dir is not None:
+            delete_checkpoint(self.task_dir)
+            self._written = None
+        self.checkpoint_current = False
+
+    def flush(self) -> None:
+        """Commit step one: every cache (forwarding downstream, which may write another store of
+        the task), then the stores."""
+        for store in self.stores.values():
+            store.flush_cache()
+        for store in self.stores.values():
+            store.flush()
+
+    def checkpoint(self) -> None:
+        """After a commit: record the offsets the flushed stores reflect. Not for an active task
+        under exactly-once while it runs (see module doc)."""
+        if not (self.active and self.eos):
+            self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        offsets = {tp: o for tp, o in self.changelog_offsets.items() if tp in self._persistent}
+        if self.task_dir is None or not offsets:
+            return
+        if offsets != self._written:
+            write_checkpoint(self.task_dir, offsets)
+            self._written = offsets
+        self.checkpoint_current = True
+
+    # -- closing -----------------------------------------------------------------------------------
+    def close(self, checkpoint: bool) -> None:
+        """Close the stores and release the directory. ``checkpoint``: a clean close of flushed
+        stores (after a commit); a dirty close leaves no new checkpoint, so what the stores hold
+        beyond the last one is rebuilt."""
+        try:
+            self._close_stores()
+            if checkpoint:
+                self._write_checkpoint()
+        finally:
+            self._release()
+
+    def _close_stores(self) -> None:
+        if not self._closed:
+            self._closed = True
+            for store in self.stores.values():
+                store.close()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
