@@ -158,7 +158,12 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            for inst in self.running():
+            running = self.running()
+            if len(running) < want:
+                last = f"{len(running)} of {want} instances alive"
+                time.sleep(0.3)
+                continue
+            for inst in running:
                 try:
                     with QueryClient(inst.target, timeout=2) as c:
                         md = c.metadata()
@@ -178,4 +183,16 @@ class LocalCluster:
             else:
                 return
             time.sleep(0.3)
-        raise TimeoutError(f"cluster not RUNNING within {timeout}s: {last}\n{self.logs()}")
+        raise TimeoutError(f"cluster not RUNNING within {timeout}s: {last}; {self.describe_group()}\n{self.logs()}")
+
+    def describe_group(self) -> str:
+        """The consumer group as the coordinator describes it (for failure messages)."""
+        try:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            g = admin.describe_consumer_groups([self.application_id], request_timeout=5)[self.application_id].result(10)
+            members = ", ".join(f"{m.client_id}/{m.member_id[-12:]}"
+                                f"({len(m.assignment.topic_partitions) if m.assignment else 0} parts)"
+                                for m in g.members)
+            return f"group {g.state.name}, coordinator {g.coordinator.id}, members [{members}]"
+        except Exception as e:  # diagnostics only
+            return f"group not described: {e}"
