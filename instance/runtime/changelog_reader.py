@@ -155,8 +155,9 @@ class StoreChangelogReader:
         return any(self._parts[tp].owner is owner for tp in self._restoring)
 
     def progress(self, owner: ChangelogOwner) -> dict[TopicPart, tuple[int, int]]:
-        """(position, end offset) of each changelog partition of ``owner`` being restored or followed."""
-        return {tp: (c.position, c.end) for tp, c in self._parts.items() if c.owner is owner}
+        """(position, end offset) of each changelog partition of ``owner`` being restored or
+        followed. Called from query and metadata threads: reads a snapshot (one C-level copy)."""
+        return {c.tp: (c.position, c.end) for c in tuple(self._parts.values()) if c.owner is owner}
 
     # -- restoring --------------------------------------------------------------------------------
     def restore(self, max_records: int = 10_000, timeout: float = 0.05) -> list[ChangelogOwner]:

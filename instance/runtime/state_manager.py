@@ -192,10 +192,17 @@ class ProcessorStateManager:
             self._release()
 
     def _close_stores(self) -> None:
-        if not self._closed:
-            self._closed = True
-            for store in self.stores.values():
+        if self._closed:
+            return
+        self._closed = True
+        error: BaseException | None = None
+        for store in self.stores.values():
+            try:
                 store.close()
+            except Exception as e:  # close the others all the same
+                error = error or e
+        if error is not None:
+            raise error
 
     def _release(self) -> None:
         if self._lock is not None:
