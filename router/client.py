@@ -1,9 +1,11 @@
-"""The Python query client: call any instance; it routes the key to its owner."""
+"""The Python query client: call any instance; it routes the key to its owner, or scatters a
+scan over every partition's owner and merges the answers."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +13,12 @@ import grpc
 
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from router.scan_pages import Scan, ScanItem
+from router.scan_wire import ScanRequest, method_of
+
+#: a key as the client takes it: text parsed with the store's key serde, the serialized bytes, or
+#: any other value as its JSON text (numbers for int/long keys, objects for json keys)
+KeyArg = str | bytes | int | float | dict[str, Any] | list[Any]
 
 
 @dataclass(frozen=True)
@@ -69,13 +77,45 @@ class QueryClient:
             position: str = "") -> QueryResult:
         """Raises ``grpc.RpcError``: NOT_FOUND (unknown store), UNAVAILABLE (details start with the
         reason: REBALANCING, NOT_ACTIVE, NOT_UP_TO_BOUND, NO_REPLICA_WITHIN_LAG, NOT_AVAILABLE)."""
-        opts = pb.QueryOptions(allow_stale=allow_stale, position=position)
-        if max_lag is not None and max_lag >= 0:
-            opts.max_lag = max_lag
-        req = pb.GetRequest(store=store, key=key, options=opts)
+        req = pb.GetRequest(store=store, key=key, options=_options(allow_stale, max_lag, position))
         reply = self._pool.stub(self.target).Get(req, timeout=self.timeout)
         value = json.loads(reply.value_json) if reply.found else None
         return QueryResult(reply.found, value, metadata_to_dict(reply.metadata))
+
+    # -- scans: iterators over every partition of a store, paging transparently ----------------
+    def multi_get(self, store: str, keys: Iterable[KeyArg], **opts: Any) -> Scan:
+        """The values of ``keys`` (each once, in key-byte order; a missing key has found=False)."""
+        return self._scan(pb.MultiGetRequest(store=store, keys=[_key(k) for k in keys]), **opts)
+
+    def range(self, store: str, from_key: KeyArg | None = None, to_key: KeyArg | None = None,
+              **opts: Any) -> Scan:
+        """Entries with ``from_key <= key <= to_key`` by serialized key (None: unbounded)."""
+        req = pb.RangeRequest(store=store)
+        if from_key is not None:
+            req.from_key.CopyFrom(_key(from_key))
+        if to_key is not None:
+            req.to_key.CopyFrom(_key(to_key))
+        return self._scan(req, **opts)
+
+    def prefix_scan(self, store: str, prefix: KeyArg, **opts: Any) -> Scan:
+        """Entries whose serialized key starts with the serialized ``prefix``."""
+        return self._scan(pb.PrefixScanRequest(store=store, prefix=_key(prefix)), **opts)
+
+    def all(self, store: str, **opts: Any) -> Scan:
+        """Every entry of ``store``."""
+        return self._scan(pb.AllRequest(store=store), **opts)
+
+    def _scan(self, request: ScanRequest, *, page_size: int = 0, limit: int | None = None,
+              allow_stale: bool = False, max_lag: int | None = None, position: str = "",
+              require_complete: bool = False, with_json: bool = False) -> Scan:
+        """``page_size``: entries per call (0: the server's default); ``limit``: entries in all;
+        the read options as :meth:`get`; ``require_complete``: fail (UNAVAILABLE) rather than
+        leave out partitions that cannot answer; ``with_json``: also the server's JSON text."""
+        request.options.CopyFrom(_options(allow_stale, max_lag, position))
+        request.scan.require_complete = require_complete
+        request.scan.with_json = with_json
+        method = getattr(self._pool.stub(self.target), method_of(request))
+        return Scan(lambda r: method(r, timeout=self.timeout), request, page_size, limit)
 
     def metadata(self) -> pb.MetadataReply:
         return self._pool.stub(self.target).Metadata(pb.MetadataRequest(), timeout=self.timeout)
@@ -88,3 +128,21 @@ class QueryClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _options(allow_stale: bool, max_lag: int | None, position: str) -> pb.QueryOptions:
+    opts = pb.QueryOptions(allow_stale=allow_stale, position=position)
+    if max_lag is not None and max_lag >= 0:
+        opts.max_lag = max_lag
+    return opts
+
+
+def _key(k: KeyArg) -> pb.Key:
+    if isinstance(k, bytes):
+        return pb.Key(raw=k)
+    if isinstance(k, str):
+        return pb.Key(text=k)
+    return pb.Key(text=json.dumps(k))
+
+
+__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "metadata_to_dict"]

@@ -6,11 +6,32 @@ import grpc
 
 from router.client import ChannelPool
 from router.rpc import iqmesh_pb2 as pb
+from router.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
 from router.unavailable import UnavailableError, UnavailableReason
 
 FORWARD_TIMEOUT_S = 5.0
+#: kept from the caller's remaining time for the answer's way back (at most a fifth of it)
+_RETURN_MARGIN_S = 0.5
 #: codes meaning "this replica cannot answer now": routing moves on to the next candidate
 _TRY_NEXT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def hop_timeout(time_remaining: float | None) -> float:
+    """The deadline of a forwarded call: within the caller's own (``time_remaining``, None when
+    the caller set none), never more than FORWARD_TIMEOUT_S, so a hung replica leaves time to
+    ask the next candidate."""
+    if time_remaining is None:
+        return FORWARD_TIMEOUT_S
+    return max(0.0, min(FORWARD_TIMEOUT_S, time_remaining - min(_RETURN_MARGIN_S, time_remaining / 5)))
+
+
+def _refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
+    """The UnavailableError of a gRPC error that means "ask the next candidate" (None: another
+    error, e.g. NOT_FOUND or INVALID_ARGUMENT, for the caller to pass through)."""
+    if e.code() not in _TRY_NEXT:
+        return None
+    details = e.details() or ""
+    return UnavailableError(UnavailableReason.from_details(details), f"{endpoint}: {details}")
 
 
 def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
@@ -24,9 +45,30 @@ def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
     try:
         reply: pb.GetReply = pool.stub(endpoint).Get(fwd, timeout=timeout)
     except grpc.RpcError as e:
-        if e.code() in _TRY_NEXT:
-            details = e.details() or ""
-            raise UnavailableError(UnavailableReason.from_details(details), f"{endpoint}: {details}") from e
-        raise
+        refused = _refusal(endpoint, e)
+        if refused is None:
+            raise
+        raise refused from e
     reply.metadata.forwarded = True
     return reply
+
+
+def forward_scan(pool: ChannelPool, endpoint: str, request: ScanRequest,
+                 timeout: float = FORWARD_TIMEOUT_S) -> ReceivedPage:
+    """Ask ``endpoint`` for one page of a scan it answers itself (``request.forwarded`` set, its
+    partitions named). Errors as :func:`forward_get`; a stream cut short is a refusal too."""
+    if not request.forwarded or not request.scan.partitions:
+        raise ValueError("a forwarded scan must be marked forwarded and name its partitions")
+    call = getattr(pool.stub(endpoint), method_of(request))
+    try:
+        page = read_stream(call(request, timeout=timeout))
+    except grpc.RpcError as e:
+        refused = _refusal(endpoint, e)
+        if refused is None:
+            raise
+        raise refused from e
+    except ValueError as e:
+        raise UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e}") from e
+    for status in page.partitions:
+        status.metadata.forwarded = True
+    return page

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ciqmesh.proto\x12\tiqmesh.v1\"W\n\x0cQueryOptions\x12\x13\n\x0b\x61llow_stale\x18\x01 \x01(\x08\x12\x14\n\x07max_lag\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08position\x18\x03 \x01(\tB\n\n\x08_max_lag\"v\n\nGetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0f\n\x07raw_key\x18\x03 \x01(\x0c\x12(\n\x07options\x18\x04 \x01(\x0b\x32\x17.iqmesh.v1.QueryOptions\x12\x11\n\tforwarded\x18\x05 \x01(\x08\"\xd9\x01\n\x0cReadMetadata\x12\x11\n\tserved_by\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x16\n\x0einstance_state\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x05\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\x12\n\nend_offset\x18\x07 \x01(\x03\x12\x0b\n\x03lag\x18\x08 \x01(\x03\x12\r\n\x05stale\x18\t \x01(\x08\x12\x11\n\tforwarded\x18\n \x01(\x08\x12\x16\n\x0eposition_token\x18\x0b \x01(\t\"X\n\x08GetReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x12\n\nvalue_json\x18\x02 \x01(\t\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.iqmesh.v1.ReadMetadata\"\x11\n\x0fMetadataRequest\"\x19\n\x08TaskList\x12\r\n\x05tasks\x18\x01 \x03(\t\"s\n\x0eStorePartition\x12\r\n\x05store\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x10\n\x08position\x18\x04 \x01(\x03\x12\x12\n\nend_offset\x18\x05 \x01(\x03\x12\x0b\n\x03lag\x18\x06 \x01(\x03\"\xe2\x01\n\x10InstanceMetadata\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x18\n\x10heartbeat_age_ms\x18\x04 \x01(\x03\x12\r\n\x05\x61live\x18\x05 \x01(\x08\x12\x14\n\x0c\x61\x63tive_tasks\x18\x06 \x03(\t\x12\x15\n\rstandby_tasks\x18\x07 \x03(\t\x12\x17\n\x0frestoring_tasks\x18\x08 \x03(\t\x12)\n\x06stores\x18\t \x03(\x0b\x32\x19.iqmesh.v1.StorePartition\"\xcf\x01\n\rMetadataReply\x12\r\n\x05\x61sked\x18\x01 \x01(\t\x12.\n\tinstances\x18\x02 \x03(\x0b\x32\x1b.iqmesh.v1.InstanceMetadata\x12G\n\x10store_partitions\x18\x03 \x03(\x0b\x32-.iqmesh.v1.MetadataReply.StorePartitionsEntry\x1a\x36\n\x14StorePartitionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x32\x87\x01\n\x10InteractiveQuery\x12\x31\n\x03Get\x12\x15.iqmesh.v1.GetRequest\x1a\x13.iqmesh.v1.GetReply\x12@\n\x08Metadata\x12\x1a.iqmesh.v1.MetadataRequest\x1a\x18.iqmesh.v1.MetadataReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ciqmesh.proto\x12\tiqmesh.v1\"W\n\x0cQueryOptions\x12\x13\n\x0b\x61llow_stale\x18\x01 \x01(\x08\x12\x14\n\x07max_lag\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08position\x18\x03 \x01(\tB\n\n\x08_max_lag\"v\n\nGetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0f\n\x07raw_key\x18\x03 \x01(\x0c\x12(\n\x07options\x18\x04 \x01(\x0b\x32\x17.iqmesh.v1.QueryOptions\x12\x11\n\tforwarded\x18\x05 \x01(\x08\"\xd9\x01\n\x0cReadMetadata\x12\x11\n\tserved_by\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x16\n\x0einstance_state\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x05\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\x12\n\nend_offset\x18\x07 \x01(\x03\x12\x0b\n\x03lag\x18\x08 \x01(\x03\x12\r\n\x05stale\x18\t \x01(\x08\x12\x11\n\tforwarded\x18\n \x01(\x08\x12\x16\n\x0eposition_token\x18\x0b \x01(\t\"|\n\x08GetReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x12\n\nvalue_json\x18\x02 \x01(\t\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.iqmesh.v1.ReadMetadata\x12\r\n\x05value\x18\x04 \x01(\x0c\x12\x13\n\x0bvalue_serde\x18\x05 \x01(\t\",\n\x03Key\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\r\n\x03raw\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\"q\n\x0bScanOptions\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x18\n\x10require_complete\x18\x03 \x01(\x08\x12\x11\n\twith_json\x18\x04 \x01(\x08\x12\x12\n\npartitions\x18\x05 \x03(\x05\"\xa1\x01\n\x0fMultiGetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x1c\n\x04keys\x18\x02 \x03(\x0b\x32\x0e.iqmesh.v1.Key\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.iqmesh.v1.QueryOptions\x12$\n\x04scan\x18\x04 \x01(\x0b\x32\x16.iqmesh.v1.ScanOptions\x12\x11\n\tforwarded\x18\x05 \x01(\x08\"\xc2\x01\n\x0cRangeRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12 \n\x08\x66rom_key\x18\x02 \x01(\x0b\x32\x0e.iqmesh.v1.Key\x12\x1e\n\x06to_key\x18\x03 \x01(\x0b\x32\x0e.iqmesh.v1.Key\x12(\n\x07options\x18\x04 \x01(\x0b\x32\x17.iqmesh.v1.QueryOptions\x12$\n\x04scan\x18\x05 \x01(\x0b\x32\x16.iqmesh.v1.ScanOptions\x12\x11\n\tforwarded\x18\x06 \x01(\x08\"\xa5\x01\n\x11PrefixScanRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x1e\n\x06prefix\x18\x02 \x01(\x0b\x32\x0e.iqmesh.v1.Key\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.iqmesh.v1.QueryOptions\x12$\n\x04scan\x18\x04 \x01(\x0b\x32\x16.iqmesh.v1.ScanOptions\x12\x11\n\tforwarded\x18\x05 \x01(\x08\"~\n\nAllRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12(\n\x07options\x18\x02 \x01(\x0b\x32\x17.iqmesh.v1.QueryOptions\x12$\n\x04scan\x18\x03 \x01(\x0b\x32\x16.iqmesh.v1.ScanOptions\x12\x11\n\tforwarded\x18\x04 \x01(\x08\"W\n\nScanHeader\x12\r\n\x05store\x18\x01 \x01(\t\x12\x11\n\tkey_serde\x18\x02 \x01(\t\x12\x13\n\x0bvalue_serde\x18\x03 \x01(\t\x12\x12\n\npartitions\x18\x04 \x01(\x05\"\x92\x01\n\x0fPartitionStatus\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x11\n\tavailable\x18\x02 \x01(\x08\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.iqmesh.v1.ReadMetadata\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\r\n\x05tried\x18\x06 \x03(\t\"o\n\tScanEntry\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\r\n\x05\x66ound\x18\x03 \x01(\x08\x12\x11\n\tpartition\x18\x04 \x01(\x05\x12\x10\n\x08key_json\x18\x05 \x01(\t\x12\x12\n\nvalue_json\x18\x06 \x01(\t\"4\n\x0bScanEntries\x12%\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x14.iqmesh.v1.ScanEntry\"C\n\x07ScanEnd\x12\x17\n\x0fnext_page_token\x18\x01 \x01(\t\x12\x10\n\x08\x63omplete\x18\x02 \x01(\x08\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\"\xbb\x01\n\tScanReply\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x15.iqmesh.v1.ScanHeaderH\x00\x12/\n\tpartition\x18\x02 \x01(\x0b\x32\x1a.iqmesh.v1.PartitionStatusH\x00\x12)\n\x07\x65ntries\x18\x03 \x01(\x0b\x32\x16.iqmesh.v1.ScanEntriesH\x00\x12!\n\x03\x65nd\x18\x04 \x01(\x0b\x32\x12.iqmesh.v1.ScanEndH\x00\x42\x06\n\x04part\"\x11\n\x0fMetadataRequest\"\x19\n\x08TaskList\x12\r\n\x05tasks\x18\x01 \x03(\t\"s\n\x0eStorePartition\x12\r\n\x05store\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x10\n\x08position\x18\x04 \x01(\x03\x12\x12\n\nend_offset\x18\x05 \x01(\x03\x12\x0b\n\x03lag\x18\x06 \x01(\x03\"\xe2\x01\n\x10InstanceMetadata\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x18\n\x10heartbeat_age_ms\x18\x04 \x01(\x03\x12\r\n\x05\x61live\x18\x05 \x01(\x08\x12\x14\n\x0c\x61\x63tive_tasks\x18\x06 \x03(\t\x12\x15\n\rstandby_tasks\x18\x07 \x03(\t\x12\x17\n\x0frestoring_tasks\x18\x08 \x03(\t\x12)\n\x06stores\x18\t \x03(\x0b\x32\x19.iqmesh.v1.StorePartition\"\xcf\x01\n\rMetadataReply\x12\r\n\x05\x61sked\x18\x01 \x01(\t\x12.\n\tinstances\x18\x02 \x03(\x0b\x32\x1b.iqmesh.v1.InstanceMetadata\x12G\n\x10store_partitions\x18\x03 \x03(\x0b\x32-.iqmesh.v1.MetadataReply.StorePartitionsEntry\x1a\x36\n\x14StorePartitionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x32\xfb\x02\n\x10InteractiveQuery\x12\x31\n\x03Get\x12\x15.iqmesh.v1.GetRequest\x1a\x13.iqmesh.v1.GetReply\x12>\n\x08MultiGet\x12\x1a.iqmesh.v1.MultiGetRequest\x1a\x14.iqmesh.v1.ScanReply0\x01\x12\x38\n\x05Range\x12\x17.iqmesh.v1.RangeRequest\x1a\x14.iqmesh.v1.ScanReply0\x01\x12\x42\n\nPrefixScan\x12\x1c.iqmesh.v1.PrefixScanRequest\x1a\x14.iqmesh.v1.ScanReply0\x01\x12\x34\n\x03\x41ll\x12\x15.iqmesh.v1.AllRequest\x1a\x14.iqmesh.v1.ScanReply0\x01\x12@\n\x08Metadata\x12\x1a.iqmesh.v1.MetadataRequest\x1a\x18.iqmesh.v1.MetadataReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,19 +40,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_READMETADATA']._serialized_start=237
   _globals['_READMETADATA']._serialized_end=454
   _globals['_GETREPLY']._serialized_start=456
-  _globals['_GETREPLY']._serialized_end=544
-  _globals['_METADATAREQUEST']._serialized_start=546
-  _globals['_METADATAREQUEST']._serialized_end=563
-  _globals['_TASKLIST']._serialized_start=565
-  _globals['_TASKLIST']._serialized_end=590
-  _globals['_STOREPARTITION']._serialized_start=592
-  _globals['_STOREPARTITION']._serialized_end=707
-  _globals['_INSTANCEMETADATA']._serialized_start=710
-  _globals['_INSTANCEMETADATA']._serialized_end=936
-  _globals['_METADATAREPLY']._serialized_start=939
-  _globals['_METADATAREPLY']._serialized_end=1146
-  _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_start=1092
-  _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_end=1146
-  _globals['_INTERACTIVEQUERY']._serialized_start=1149
-  _globals['_INTERACTIVEQUERY']._serialized_end=1284
+  _globals['_GETREPLY']._serialized_end=580
+  _globals['_KEY']._serialized_start=582
+  _globals['_KEY']._serialized_end=626
+  _globals['_SCANOPTIONS']._serialized_start=628
+  _globals['_SCANOPTIONS']._serialized_end=741
+  _globals['_MULTIGETREQUEST']._serialized_start=744
+  _globals['_MULTIGETREQUEST']._serialized_end=905
+  _globals['_RANGEREQUEST']._serialized_start=908
+  _globals['_RANGEREQUEST']._serialized_end=1102
+  _globals['_PREFIXSCANREQUEST']._serialized_start=1105
+  _globals['_PREFIXSCANREQUEST']._serialized_end=1270
+  _globals['_ALLREQUEST']._serialized_start=1272
+  _globals['_ALLREQUEST']._serialized_end=1398
+  _globals['_SCANHEADER']._serialized_start=1400
+  _globals['_SCANHEADER']._serialized_end=1487
+  _globals['_PARTITIONSTATUS']._serialized_start=1490
+  _globals['_PARTITIONSTATUS']._serialized_end=1636
+  _globals['_SCANENTRY']._serialized_start=1638
+  _globals['_SCANENTRY']._serialized_end=1749
+  _globals['_SCANENTRIES']._serialized_start=1751
+  _globals['_SCANENTRIES']._serialized_end=1803
+  _globals['_SCANEND']._serialized_start=1805
+  _globals['_SCANEND']._serialized_end=1872
+  _globals['_SCANREPLY']._serialized_start=1875
+  _globals['_SCANREPLY']._serialized_end=2062
+  _globals['_METADATAREQUEST']._serialized_start=2064
+  _globals['_METADATAREQUEST']._serialized_end=2081
+  _globals['_TASKLIST']._serialized_start=2083
+  _globals['_TASKLIST']._serialized_end=2108
+  _globals['_STOREPARTITION']._serialized_start=2110
+  _globals['_STOREPARTITION']._serialized_end=2225
+  _globals['_INSTANCEMETADATA']._serialized_start=2228
+  _globals['_INSTANCEMETADATA']._serialized_end=2454
+  _globals['_METADATAREPLY']._serialized_start=2457
+  _globals['_METADATAREPLY']._serialized_end=2664
+  _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_start=2610
+  _globals['_METADATAREPLY_STOREPARTITIONSENTRY']._serialized_end=2664
+  _globals['_INTERACTIVEQUERY']._serialized_start=2667
+  _globals['_INTERACTIVEQUERY']._serialized_end=3046
 # @@protoc_insertion_point(module_scope)

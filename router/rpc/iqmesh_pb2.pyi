@@ -57,14 +57,168 @@ class ReadMetadata(_message.Message):
     def __init__(self, served_by: _Optional[str] = ..., endpoint: _Optional[str] = ..., role: _Optional[str] = ..., instance_state: _Optional[str] = ..., partition: _Optional[int] = ..., position: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ..., stale: _Optional[bool] = ..., forwarded: _Optional[bool] = ..., position_token: _Optional[str] = ...) -> None: ...
 
 class GetReply(_message.Message):
-    __slots__ = ("found", "value_json", "metadata")
+    __slots__ = ("found", "value_json", "metadata", "value", "value_serde")
     FOUND_FIELD_NUMBER: _ClassVar[int]
     VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SERDE_FIELD_NUMBER: _ClassVar[int]
     found: bool
     value_json: str
     metadata: ReadMetadata
-    def __init__(self, found: _Optional[bool] = ..., value_json: _Optional[str] = ..., metadata: _Optional[_Union[ReadMetadata, _Mapping]] = ...) -> None: ...
+    value: bytes
+    value_serde: str
+    def __init__(self, found: _Optional[bool] = ..., value_json: _Optional[str] = ..., metadata: _Optional[_Union[ReadMetadata, _Mapping]] = ..., value: _Optional[bytes] = ..., value_serde: _Optional[str] = ...) -> None: ...
+
+class Key(_message.Message):
+    __slots__ = ("text", "raw")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    RAW_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    raw: bytes
+    def __init__(self, text: _Optional[str] = ..., raw: _Optional[bytes] = ...) -> None: ...
+
+class ScanOptions(_message.Message):
+    __slots__ = ("limit", "page_token", "require_complete", "with_json", "partitions")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    WITH_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    page_token: str
+    require_complete: bool
+    with_json: bool
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, limit: _Optional[int] = ..., page_token: _Optional[str] = ..., require_complete: _Optional[bool] = ..., with_json: _Optional[bool] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class MultiGetRequest(_message.Message):
+    __slots__ = ("store", "keys", "options", "scan", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    SCAN_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    keys: _containers.RepeatedCompositeFieldContainer[Key]
+    options: QueryOptions
+    scan: ScanOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[Key, _Mapping]]] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., scan: _Optional[_Union[ScanOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class RangeRequest(_message.Message):
+    __slots__ = ("store", "from_key", "to_key", "options", "scan", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    FROM_KEY_FIELD_NUMBER: _ClassVar[int]
+    TO_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    SCAN_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    from_key: Key
+    to_key: Key
+    options: QueryOptions
+    scan: ScanOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., from_key: _Optional[_Union[Key, _Mapping]] = ..., to_key: _Optional[_Union[Key, _Mapping]] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., scan: _Optional[_Union[ScanOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class PrefixScanRequest(_message.Message):
+    __slots__ = ("store", "prefix", "options", "scan", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    SCAN_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    prefix: Key
+    options: QueryOptions
+    scan: ScanOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., prefix: _Optional[_Union[Key, _Mapping]] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., scan: _Optional[_Union[ScanOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class AllRequest(_message.Message):
+    __slots__ = ("store", "options", "scan", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    SCAN_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    options: QueryOptions
+    scan: ScanOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., scan: _Optional[_Union[ScanOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class ScanHeader(_message.Message):
+    __slots__ = ("store", "key_serde", "value_serde", "partitions")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_SERDE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SERDE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    key_serde: str
+    value_serde: str
+    partitions: int
+    def __init__(self, store: _Optional[str] = ..., key_serde: _Optional[str] = ..., value_serde: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+
+class PartitionStatus(_message.Message):
+    __slots__ = ("partition", "available", "metadata", "reason", "message", "tried")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TRIED_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    available: bool
+    metadata: ReadMetadata
+    reason: str
+    message: str
+    tried: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, partition: _Optional[int] = ..., available: _Optional[bool] = ..., metadata: _Optional[_Union[ReadMetadata, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., tried: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScanEntry(_message.Message):
+    __slots__ = ("key", "value", "found", "partition", "key_json", "value_json")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    KEY_JSON_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    found: bool
+    partition: int
+    key_json: str
+    value_json: str
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., found: _Optional[bool] = ..., partition: _Optional[int] = ..., key_json: _Optional[str] = ..., value_json: _Optional[str] = ...) -> None: ...
+
+class ScanEntries(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[ScanEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[ScanEntry, _Mapping]]] = ...) -> None: ...
+
+class ScanEnd(_message.Message):
+    __slots__ = ("next_page_token", "complete", "count")
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    complete: bool
+    count: int
+    def __init__(self, next_page_token: _Optional[str] = ..., complete: _Optional[bool] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ScanReply(_message.Message):
+    __slots__ = ("header", "partition", "entries", "end")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    header: ScanHeader
+    partition: PartitionStatus
+    entries: ScanEntries
+    end: ScanEnd
+    def __init__(self, header: _Optional[_Union[ScanHeader, _Mapping]] = ..., partition: _Optional[_Union[PartitionStatus, _Mapping]] = ..., entries: _Optional[_Union[ScanEntries, _Mapping]] = ..., end: _Optional[_Union[ScanEnd, _Mapping]] = ...) -> None: ...
 
 class MetadataRequest(_message.Message):
     __slots__ = ()

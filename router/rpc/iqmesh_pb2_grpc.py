@@ -39,6 +39,26 @@ class InteractiveQueryStub:
                 request_serializer=iqmesh__pb2.GetRequest.SerializeToString,
                 response_deserializer=iqmesh__pb2.GetReply.FromString,
                 _registered_method=True)
+        self.MultiGet = channel.unary_stream(
+                '/iqmesh.v1.InteractiveQuery/MultiGet',
+                request_serializer=iqmesh__pb2.MultiGetRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.ScanReply.FromString,
+                _registered_method=True)
+        self.Range = channel.unary_stream(
+                '/iqmesh.v1.InteractiveQuery/Range',
+                request_serializer=iqmesh__pb2.RangeRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.ScanReply.FromString,
+                _registered_method=True)
+        self.PrefixScan = channel.unary_stream(
+                '/iqmesh.v1.InteractiveQuery/PrefixScan',
+                request_serializer=iqmesh__pb2.PrefixScanRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.ScanReply.FromString,
+                _registered_method=True)
+        self.All = channel.unary_stream(
+                '/iqmesh.v1.InteractiveQuery/All',
+                request_serializer=iqmesh__pb2.AllRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.ScanReply.FromString,
+                _registered_method=True)
         self.Metadata = channel.unary_unary(
                 '/iqmesh.v1.InteractiveQuery/Metadata',
                 request_serializer=iqmesh__pb2.MetadataRequest.SerializeToString,
@@ -51,6 +71,40 @@ class InteractiveQueryServicer:
 
     def Get(self, request, context):
         """Value of one key of one store, answered locally or forwarded (one hop) to its owner.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MultiGet(self, request, context):
+        """Scans over every partition of a store across the cluster, merged in key-byte order, one page
+        per call (ScanOptions.limit; the end message's page token resumes). The stream is a header,
+        one PartitionStatus per partition asked (who served it, or why it could not answer), the
+        entries, and an end message. The receiving instance scatters to the owners (standbys with
+        allow_stale), one hop at most.
+
+        The values of several keys (each key once, in key-byte order; a missing key has found=false).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Range(self, request, context):
+        """The entries with from_key <= key <= to_key, by serialized key (an unset bound: unbounded).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PrefixScan(self, request, context):
+        """The entries whose serialized key starts with the serialized prefix.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def All(self, request, context):
+        """Every entry of the store.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -70,6 +124,26 @@ def add_InteractiveQueryServicer_to_server(servicer, server):
                     servicer.Get,
                     request_deserializer=iqmesh__pb2.GetRequest.FromString,
                     response_serializer=iqmesh__pb2.GetReply.SerializeToString,
+            ),
+            'MultiGet': grpc.unary_stream_rpc_method_handler(
+                    servicer.MultiGet,
+                    request_deserializer=iqmesh__pb2.MultiGetRequest.FromString,
+                    response_serializer=iqmesh__pb2.ScanReply.SerializeToString,
+            ),
+            'Range': grpc.unary_stream_rpc_method_handler(
+                    servicer.Range,
+                    request_deserializer=iqmesh__pb2.RangeRequest.FromString,
+                    response_serializer=iqmesh__pb2.ScanReply.SerializeToString,
+            ),
+            'PrefixScan': grpc.unary_stream_rpc_method_handler(
+                    servicer.PrefixScan,
+                    request_deserializer=iqmesh__pb2.PrefixScanRequest.FromString,
+                    response_serializer=iqmesh__pb2.ScanReply.SerializeToString,
+            ),
+            'All': grpc.unary_stream_rpc_method_handler(
+                    servicer.All,
+                    request_deserializer=iqmesh__pb2.AllRequest.FromString,
+                    response_serializer=iqmesh__pb2.ScanReply.SerializeToString,
             ),
             'Metadata': grpc.unary_unary_rpc_method_handler(
                     servicer.Metadata,
@@ -104,6 +178,114 @@ class InteractiveQuery:
             '/iqmesh.v1.InteractiveQuery/Get',
             iqmesh__pb2.GetRequest.SerializeToString,
             iqmesh__pb2.GetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MultiGet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/MultiGet',
+            iqmesh__pb2.MultiGetRequest.SerializeToString,
+            iqmesh__pb2.ScanReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Range(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/Range',
+            iqmesh__pb2.RangeRequest.SerializeToString,
+            iqmesh__pb2.ScanReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrefixScan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/PrefixScan',
+            iqmesh__pb2.PrefixScanRequest.SerializeToString,
+            iqmesh__pb2.ScanReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def All(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/All',
+            iqmesh__pb2.AllRequest.SerializeToString,
+            iqmesh__pb2.ScanReply.FromString,
             options,
             channel_credentials,
             insecure,
