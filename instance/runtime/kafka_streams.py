@@ -310,19 +310,27 @@ class KafkaStreams:
     def metadata_for_all_streams_clients(self) -> list[InstanceInfo]:
         return self.view.instances()
 
-    def store_partition(self, store: str, key: Any) -> tuple[int, int]:
-        """(sub-topology, partition) that holds ``key`` in ``store``."""
+    def store_tasks(self, store: str) -> tuple[int, int]:
+        """(sub-topology, number of partitions) of ``store``: the tasks a scan of it covers."""
         if store not in self.topology.stores:
             raise UnknownStateStoreException(
                 f"unknown store {store!r}; this topology has {sorted(self.topology.stores)}")
         if self.layout is None:
             raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
-        spec = self.topology.stores[store]
         st = self.topology.subtopology_of_store(store)
-        kb = spec.key_serde.serialize(key)
+        return st.id, self.layout.tasks_per_subtopology[st.id]
+
+    def key_bytes_partition(self, store: str, key_bytes: bytes) -> int:
+        """The partition of ``store`` that holds the key serialized as ``key_bytes``."""
+        return default_partition(key_bytes, self.store_tasks(store)[1])
+
+    def store_partition(self, store: str, key: Any) -> tuple[int, int]:
+        """(sub-topology, partition) that holds ``key`` in ``store``."""
+        sub, partitions = self.store_tasks(store)
+        kb = self.topology.stores[store].key_serde.serialize(key)
         if kb is None:
             raise ValueError("key must not be None")
-        return st.id, default_partition(kb, self.layout.tasks_per_subtopology[st.id])
+        return sub, default_partition(kb, partitions)
 
     def query_metadata_for_key(self, store: str, key: Any) -> KeyQueryMetadata:
         """Where ``key`` of ``store`` lives: active host, standby hosts, partition."""
@@ -340,12 +348,20 @@ class KafkaStreams:
         if not self.state.is_running_or_rebalancing():
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
         _, partition = self.store_partition(store, key)
+        kv, role, position, end, catching_up = self.local_replica(store, partition)
+        value = kv.query_get(key)
+        return LocalRead(value is not None, value, partition, role, position, end, catching_up)
+
+    def local_replica(self, store: str, partition: int) -> tuple[Any, str, int, int, bool]:
+        """This instance's replica of ``store`` partition (active first, then a standby) for a
+        query: (store, role, position, end offset, catching up); InvalidStateStoreException if
+        there is none here. The store answers ``query_get``, ``range`` and ``all``."""
+        if not self.state.is_running_or_rebalancing():
+            raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
         for tm in self._task_managers():
             found = tm.local_store(store, partition)
             if found is not None:
-                kv, role, position, end, catching_up = found
-                value = kv.query_get(key)
-                return LocalRead(value is not None, value, partition, role, position, end, catching_up)
+                return found
         raise InvalidStateStoreException(
             f"store {store!r} partition {partition} is not hosted on this instance (migrated?)")
 

@@ -1,40 +1,38 @@
 """gRPC InteractiveQuery service of one instance: parses a request, lets the router pick who
-answers (here, or one hop away), builds the reply."""
+answers (here, or one hop away), builds the reply. Scans are served by :mod:`instance.server.scans`."""
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import time
+from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from instance.errors import InvalidStateStoreException
 from instance.runtime.kafka_streams import KafkaStreams
+from instance.server.replies import read_metadata, value_to_json
+from instance.server.scans import ScanService
 from instance.server.status import to_status
 from router.client import ChannelPool
-from router.forward import forward_get
+from router.forward import forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.options import QueryOptions
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from router.scan_wire import ScanRequest
 from router.task_id import TaskId
-from router.tokens import PositionToken
 from router.unavailable import UnavailableError, UnavailableReason
 
 log = logging.getLogger(__name__)
+#: threads reading the partitions of scans in parallel (locally or one hop away)
+SCATTER_THREADS = 16
 
-
-def value_to_json(value: Any) -> str:
-    """The reply's JSON value; bytes become a base64 string since JSON has no bytes."""
-    if isinstance(value, bytes | bytearray):
-        return json.dumps(base64.b64encode(value).decode())
-    return json.dumps(value, separators=(",", ":"), default=str)
+__all__ = ["QueryServer", "QueryServicer", "value_to_json"]
 
 
 def _options_of(request: pb.GetRequest) -> QueryOptions:
@@ -44,25 +42,41 @@ def _options_of(request: pb.GetRequest) -> QueryOptions:
 
 
 class QueryServicer(pb_grpc.InteractiveQueryServicer):
-    """Get: the key's replica answers, chosen by :class:`QueryRouter`; Metadata: the cluster view."""
+    """Get: the key's replica answers, chosen by :class:`QueryRouter`; the scans: every partition's
+    replica answers, merged by key; Metadata: the cluster view."""
 
     def __init__(self, streams: KafkaStreams) -> None:
         self.streams = streams
         self.pool = ChannelPool()
+        self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
+        self.scans = ScanService(streams, self.pool, self.executor)
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
         try:
-            return self._get(request)
-        except grpc.RpcError as e:  # from the forwarded hop: pass its status through
-            context.abort(e.code(), e.details() or "forwarded query failed")
+            return self._get(request, context.time_remaining)
         except Exception as e:
-            code, msg = to_status(e)
-            if code is grpc.StatusCode.INTERNAL:
-                log.exception("query failed")
-            context.abort(code, msg)
-        raise AssertionError("unreachable")
+            _abort(context, e)
 
-    def _get(self, request: pb.GetRequest) -> pb.GetReply:
+    def MultiGet(self, request: pb.MultiGetRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
+        return self._scan(request, context)
+
+    def Range(self, request: pb.RangeRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
+        return self._scan(request, context)
+
+    def PrefixScan(self, request: pb.PrefixScanRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
+        return self._scan(request, context)
+
+    def All(self, request: pb.AllRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
+        return self._scan(request, context)
+
+    def _scan(self, request: ScanRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
+        try:
+            replies = self.scans.page(request, context.time_remaining)
+        except Exception as e:
+            _abort(context, e)
+        return iter(replies)
+
+    def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None]) -> pb.GetReply:
         streams = self.streams
         if not request.store:
             raise ValueError("store must be given")
@@ -79,7 +93,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             return self._answer_local(store, key, options, forwarded)
 
         def forward(endpoint: str) -> pb.GetReply:
-            return forward_get(self.pool, endpoint, request)
+            return forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
 
         task = None
         if not forwarded:
@@ -97,14 +111,14 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
         replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
         check_local_read(store, replica, options)
-        state = streams.state.name
-        meta = pb.ReadMetadata(
-            served_by=streams.instance_id, endpoint=streams.config.application_server, role=replica.role.value,
-            instance_state=state, partition=replica.partition, position=replica.position,
-            end_offset=replica.end_offset, lag=replica.lag, stale=replica.is_stale(state), forwarded=forwarded,
-            position_token=PositionToken(store, replica.partition, replica.position).encode())
-        return pb.GetReply(found=read.found, value_json=value_to_json(read.value) if read.found else "",
-                           metadata=meta)
+        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
+                             streams.state.name, forwarded)
+        spec = streams.topology.stores[store]
+        reply = pb.GetReply(found=read.found, metadata=meta, value_serde=spec.value_serde.name)
+        if read.found:
+            reply.value_json = value_to_json(read.value)
+            reply.value = spec.value_serde.serialize(read.value)  # type: ignore[assignment]
+        return reply
 
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         streams = self.streams
@@ -124,6 +138,18 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                 st = streams.topology.subtopology_of_store(store)
                 out.store_partitions[store] = streams.layout.tasks_per_subtopology[st.id]
         return out
+
+
+def _abort(context: grpc.ServicerContext, e: Exception) -> NoReturn:
+    """End the call with the status ``e`` maps to; a gRPC error from the forwarded hop passes
+    through with its own status."""
+    if isinstance(e, grpc.RpcError):
+        context.abort(e.code(), e.details() or "forwarded query failed")
+    code, msg = to_status(e)
+    if code is grpc.StatusCode.INTERNAL:
+        log.error("query failed", exc_info=e)
+    context.abort(code, msg)
+    raise AssertionError("unreachable")
 
 
 class QueryServer:
@@ -153,4 +179,5 @@ class QueryServer:
     def stop(self, grace: float = 2.0) -> None:
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        self.servicer.executor.shutdown(wait=False, cancel_futures=True)
         self.servicer.pool.close()

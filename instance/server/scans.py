@@ -1,0 +1,177 @@
+"""The scan RPCs of one instance (MultiGet, Range, PrefixScan, All): one page per call.
+
+Each partition is routed like a Get (router.query_router: candidates, lag and position bounds,
+one hop), in parallel; the pages are merged by key (router.scatter). A forwarded scan names its
+partitions and is answered from local replicas only, so a scan fans out once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+
+from instance.errors import InvalidStateStoreException
+from instance.runtime.kafka_streams import KafkaStreams
+from instance.server.replies import read_metadata
+from instance.server.scan_local import read_page
+from router.client import ChannelPool
+from router.forward import forward_scan, hop_timeout
+from router.local_read import LocalReplica, Role, check_local_read
+from router.options import QueryOptions
+from router.page_token import PageToken, resume_after
+from router.query_router import QueryRouter
+from router.rpc import iqmesh_pb2 as pb
+from router.scan_query import ScanKind
+from router.scan_wire import ParsedScan, ScanRequest, build_request, parse_request
+from router.scatter import MergedPage, PartitionFailure, PartitionPage, incomplete_error, merge, scatter
+from router.task_id import TaskId
+from router.unavailable import UnavailableError, UnavailableReason
+
+DEFAULT_LIMIT = 1000
+MAX_LIMIT = 10_000
+#: entries per stream message: fewer messages than one per entry, each well below gRPC's 4 MB
+ENTRIES_PER_MESSAGE = 256
+
+Page = PartitionPage[pb.ScanEntry, pb.ReadMetadata]
+
+
+def page_limit(requested: int) -> int:
+    """The limit of a page: 0 means the default, more than MAX_LIMIT is cut to it."""
+    if requested < 0:
+        raise ValueError(f"limit must not be negative, got {requested}")
+    return min(requested or DEFAULT_LIMIT, MAX_LIMIT)
+
+
+class ScanService:
+    """Serves scan requests over ``streams``; ``pool`` reaches the other instances and
+    ``executor`` reads partitions in parallel."""
+
+    def __init__(self, streams: KafkaStreams, pool: ChannelPool, executor: Executor) -> None:
+        self.streams = streams
+        self.pool = pool
+        self.executor = executor
+
+    def page(self, request: ScanRequest, time_remaining: Callable[[], float | None]) -> list[pb.ScanReply]:
+        """The whole reply stream of ``request``, built before anything is sent, so a failure is
+        a status code rather than a stream cut short. Raises as :func:`instance.server.status.to_status`
+        maps: ValueError (bad request), UnknownStateStoreException, UnavailableError."""
+        streams = self.streams
+        parsed = parse_request(request, lambda text: self._key_bytes(request.store, text))
+        query = parsed.query
+        store = query.store
+        sub, n = streams.store_tasks(store)
+        spec = streams.topology.stores[store]
+        if query.kind is ScanKind.MULTI_GET:
+            for kb in query.keys:
+                self._check_key(store, kb)
+        partitions = self._partitions(parsed, n)
+        limit = page_limit(parsed.scan.limit)
+        after = resume_after(parsed.scan.page_token, query)
+        o = parsed.options
+        options = QueryOptions.parse(store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
+                                     o.position)
+        router = QueryRouter(streams.view, streams.instance_id)
+        local_state = streams.state.name
+
+        def read(p: int) -> Page:
+            return router.route(store, TaskId(sub, p), options,
+                                lambda: self._read_local(parsed, after, p, limit, options),
+                                lambda endpoint: self._forward(endpoint, parsed, after, p, limit, time_remaining),
+                                forwarded=parsed.forwarded, local_state=local_state)
+
+        merged = merge(scatter(partitions, read, self.executor), limit)
+        if parsed.scan.require_complete and merged.failures:
+            raise incomplete_error(store, merged.failures)
+        header = pb.ScanHeader(store=store, key_serde=spec.key_serde.name, value_serde=spec.value_serde.name,
+                               partitions=n)
+        token = "" if merged.resume_after is None else PageToken(query.fingerprint(), merged.resume_after).encode()
+        return list(replies(header, merged, token))
+
+    # -- parts ---------------------------------------------------------------------------------
+    def _key_bytes(self, store: str, text: str) -> bytes:
+        key = self.streams.parse_key(store, text)
+        kb = self.streams.topology.stores[store].key_serde.serialize(key)
+        if kb is None:
+            raise ValueError("key must not be null")
+        return kb
+
+    def _check_key(self, store: str, kb: bytes) -> None:
+        """A raw key must be a key of the store's serde (a MultiGet looks each one up)."""
+        serde = self.streams.topology.stores[store].key_serde
+        try:
+            serde.deserialize(kb)
+        except Exception as e:
+            raise ValueError(f"raw key {kb[:40]!r} is not a {serde.name} key: {e}") from None
+
+    def _partitions(self, parsed: ParsedScan, n: int) -> list[int]:
+        """The partitions this request covers: those named (a forwarded scan must name them), else
+        all of the store's; a MULTI_GET only those holding one of its keys."""
+        named = list(parsed.scan.partitions)
+        if parsed.forwarded and not named:
+            raise ValueError("a forwarded scan must name its partitions")
+        bad = [p for p in named if not 0 <= p < n]
+        if bad:
+            raise ValueError(f"partitions {bad} out of range: store {parsed.query.store!r} has {n}")
+        wanted = set(named) if named else set(range(n))
+        if parsed.query.kind is ScanKind.MULTI_GET:
+            wanted &= {self.streams.key_bytes_partition(parsed.query.store, kb) for kb in parsed.query.keys}
+        return sorted(wanted)
+
+    def _read_local(self, parsed: ParsedScan, after: bytes | None, partition: int, limit: int,
+                    options: QueryOptions) -> Page:
+        streams = self.streams
+        store = parsed.query.store
+        try:
+            kv, role, position, end, catching_up = streams.local_replica(store, partition)
+        except InvalidStateStoreException as e:
+            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
+        replica = LocalReplica(Role(role), partition, position, end, catching_up)
+        check_local_read(store, replica, options)
+        spec = streams.topology.stores[store]
+        try:
+            entries, more = read_page(kv, spec.key_serde, spec.value_serde, parsed.query, after, partition, limit,
+                                      parsed.scan.with_json, lambda kb: streams.key_bytes_partition(store, kb))
+        except InvalidStateStoreException as e:  # closed while we read (migrated)
+            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
+        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
+                             streams.state.name, parsed.forwarded)
+        return PartitionPage(partition, entries, more, meta)
+
+    def _forward(self, endpoint: str, parsed: ParsedScan, after: bytes | None, partition: int, limit: int,
+                 time_remaining: Callable[[], float | None]) -> Page:
+        """One partition's page from ``endpoint``: the same query for that partition only (a
+        MULTI_GET with its keys only), resumed by a token of that query."""
+        query = parsed.query
+        if query.kind is ScanKind.MULTI_GET:
+            query = query.with_keys(k for k in query.keys
+                                    if self.streams.key_bytes_partition(query.store, k) == partition)
+        token = "" if after is None else PageToken(query.fingerprint(), after).encode()
+        scan = pb.ScanOptions(limit=limit, page_token=token, with_json=parsed.scan.with_json,
+                              partitions=[partition])
+        request = build_request(query, parsed.options, scan, forwarded=True)
+        received = forward_scan(self.pool, endpoint, request, hop_timeout(time_remaining()))
+        status = next((s for s in received.partitions if s.partition == partition), None)
+        if status is None:
+            raise UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: no status for partition {partition}")
+        if not status.available:
+            raise UnavailableError(UnavailableReason.from_details(status.reason), f"{endpoint}: {status.message}")
+        assert received.end is not None  # read_stream guarantees it
+        return PartitionPage(partition, received.entries, bool(received.end.next_page_token), status.metadata)
+
+
+def replies(header: pb.ScanHeader, merged: MergedPage[pb.ScanEntry, pb.ReadMetadata],
+            token: str) -> Iterator[pb.ScanReply]:
+    """The reply stream of a page: header, one status per partition, entries in batches, end."""
+    yield pb.ScanReply(header=header)
+    for o in merged.outcomes:
+        if isinstance(o, PartitionFailure):
+            status = pb.PartitionStatus(partition=o.partition, available=False, reason=o.reason.name,
+                                        message=o.message, tried=list(o.tried))
+        else:
+            status = pb.PartitionStatus(partition=o.partition, available=True, metadata=o.metadata)
+        yield pb.ScanReply(partition=status)
+    entries = merged.entries
+    for i in range(0, len(entries), ENTRIES_PER_MESSAGE):
+        yield pb.ScanReply(entries=pb.ScanEntries(entries=entries[i:i + ENTRIES_PER_MESSAGE]))
+    yield pb.ScanReply(end=pb.ScanEnd(next_page_token=token, complete=merged.complete, count=len(entries)))
+
