@@ -132,18 +132,25 @@ class StoreChangelogReader:
 
     def _reassign(self) -> None:
         """Assign every registered partition at its position; standby partitions paused while
-        anything restores. Held partitions are read again (and held again unless covered by now)."""
+        anything restores. Held partitions are read again (and held again unless covered by now).
+        The others are resumed explicitly: librdkafka keeps a partition the application paused
+        paused across assign() calls (a standby paused when caught up, then assigned again to
+        restore as an active task, would never be fetched)."""
         if self._closed:
             return
         self._held.clear()
-        self._consumer.assign([TopicPartition(t, p, c.position if c.position > 0 else OFFSET_BEGINNING)
-                               for (t, p), c in self._parts.items()])
+        consumer = self._consumer
+        consumer.assign([TopicPartition(t, p, c.position if c.position > 0 else OFFSET_BEGINNING)
+                         for (t, p), c in self._parts.items()])
         self._paused_until = 0.0
         self._active_until = time.monotonic() + self._window_s
-        if self._restoring:
-            standby = [TopicPartition(*tp) for tp, c in self._parts.items() if c.standby]
-            if standby:
-                self._consumer.pause(standby)
+        wait = bool(self._restoring)
+        fetch = [TopicPartition(*tp) for tp, c in self._parts.items() if not (wait and c.standby)]
+        paused = [TopicPartition(*tp) for tp, c in self._parts.items() if wait and c.standby]
+        if fetch:
+            consumer.resume(fetch)
+        if paused:
+            consumer.pause(paused)
 
     # -- what queries see -------------------------------------------------------------------------
     @property

@@ -57,7 +57,8 @@ class _Msg:
 
 @dataclass
 class FakeConsumer:
-    """Partition logs by offset (gaps: transaction markers), positions, pauses."""
+    """Partition logs by offset (gaps: transaction markers), positions, pauses (paused partitions
+    are kept paused across assign(), as librdkafka does)."""
 
     logs: dict[TopicPart, dict[int, _Msg]] = field(default_factory=dict)
     ends: dict[TopicPart, int] = field(default_factory=dict)
@@ -72,8 +73,8 @@ class FakeConsumer:
         self.ends[tp] = off + 1 + gap
 
     def assign(self, tps: list[TopicPartition]) -> None:
+        """As librdkafka: a partition the application paused stays paused across assignments."""
         self.positions = {(t.topic, t.partition): 0 if t.offset == OFFSET_BEGINNING else t.offset for t in tps}
-        self.paused = set()
 
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t, p in self.positions]
@@ -277,6 +278,22 @@ def test_restoring_pauses_the_standbys_until_it_is_done() -> None:
     assert reader.restore() == [active]
     assert not c.paused and _value(standby, "s") is None
     assert reader.update_standbys() == 1 and _value(standby, "s") == "1"
+
+
+def test_a_paused_standby_partition_restores_when_its_task_becomes_active(monkeypatch: Any) -> None:
+    clock = Clock()
+    monkeypatch.setattr(changelog_reader, "time", clock)
+    c = FakeConsumer()
+    c.append(_tp(0), "a", "1", src=4)
+    reader = StoreChangelogReader({}, committed=lambda tps: dict.fromkeys(tps, 0), consumer=c)
+    standby = _owner(0, active=False)
+    reader.register_standby(standby)
+    reader.update_standbys()
+    assert c.paused == {_tp(0)}  # held: no commit covers it
+    reader.unregister(standby)
+    active = _owner(0, active=True)
+    assert reader.register_restoring(active, marks={SOURCE: 5})
+    assert reader.restore() == [active] and _value(active, "a") == "1"
 
 
 def test_unregister_forgets_the_owner_and_reassigns() -> None:
