@@ -1,4 +1,4 @@
-"""The ``iqmesh`` command: run, get, metadata, describe, broker, demo."""
+"""The ``iqmesh`` command: run, get, range, prefix, all, metadata, describe, broker, demo."""
 
 from __future__ import annotations
 
@@ -103,6 +103,35 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scan(args: argparse.Namespace) -> int:
+    """One JSON line per entry (key, value, partition), then one summary line: whether every
+    partition answered, each partition's read metadata or reason."""
+    import grpc
+
+    from router.client import QueryClient
+
+    opts = {"page_size": args.page_size, "limit": args.limit, "allow_stale": args.allow_stale,
+            "max_lag": args.max_lag, "position": args.position or "", "require_complete": args.require_complete,
+            "with_json": True}
+    with QueryClient(args.target, timeout=args.timeout) as client:
+        if args.command == "range":
+            scan = client.range(args.store, args.from_key, args.to_key, **opts)
+        elif args.command == "prefix":
+            scan = client.prefix_scan(args.store, args.prefix, **opts)
+        else:
+            scan = client.all(args.store, **opts)
+        try:
+            for item in scan:
+                print(json.dumps({"key": json.loads(item.key_json), "value": json.loads(item.value_json),
+                                  "partition": item.partition}), flush=True)
+        except grpc.RpcError as e:
+            print(json.dumps({"error": e.code().name, "message": e.details()}), flush=True)
+            return 2
+    print(json.dumps({"store": args.store, "complete": scan.complete, "missing": scan.missing,
+                      "partitions": [scan.partitions[p] for p in sorted(scan.partitions)]}), flush=True)
+    return 0
+
+
 def cmd_metadata(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
@@ -170,6 +199,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--position", help="consistency token from an earlier reply")
     p.add_argument("--timeout", type=float, default=10.0)
     p.set_defaults(func=cmd_get)
+
+    for name, what in (("range", "entries from --from to --to (inclusive, by serialized key)"),
+                       ("prefix", "entries whose key starts with --prefix"), ("all", "every entry of a store")):
+        p = sub.add_parser(name, help=f"{what}, across every partition; JSON lines")
+        p.add_argument("--target", required=True, help="HOST:PORT of any instance")
+        p.add_argument("--store", required=True)
+        if name == "range":
+            p.add_argument("--from", dest="from_key", help="first key (default: unbounded)")
+            p.add_argument("--to", dest="to_key", help="last key (default: unbounded)")
+        if name == "prefix":
+            p.add_argument("--prefix", required=True)
+        p.add_argument("--limit", type=int, help="entries in all (default: every one)")
+        p.add_argument("--page-size", type=int, default=0, help="entries per call (default: the server's)")
+        p.add_argument("--allow-stale", action="store_true")
+        p.add_argument("--max-lag", type=int, default=-1)
+        p.add_argument("--position", help="consistency token from an earlier reply")
+        p.add_argument("--require-complete", action="store_true",
+                       help="fail rather than leave out partitions that cannot answer")
+        p.add_argument("--timeout", type=float, default=10.0, help="seconds per page")
+        p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("metadata", help="print the routing table as JSON")
     p.add_argument("--target", required=True)

@@ -29,8 +29,10 @@ from router.unavailable import UnavailableError, UnavailableReason
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
-#: entries per stream message: fewer messages than one per entry, each well below gRPC's 4 MB
+#: entries per stream message (fewer messages than one per entry), and a size that closes a
+#: message early, well below gRPC's default 4 MiB limit whatever the values' size
 ENTRIES_PER_MESSAGE = 256
+BYTES_PER_MESSAGE = 1 << 20
 
 Page = PartitionPage[pb.ScanEntry, pb.ReadMetadata]
 
@@ -170,8 +172,15 @@ def replies(header: pb.ScanHeader, merged: MergedPage[pb.ScanEntry, pb.ReadMetad
         else:
             status = pb.PartitionStatus(partition=o.partition, available=True, metadata=o.metadata)
         yield pb.ScanReply(partition=status)
-    entries = merged.entries
-    for i in range(0, len(entries), ENTRIES_PER_MESSAGE):
-        yield pb.ScanReply(entries=pb.ScanEntries(entries=entries[i:i + ENTRIES_PER_MESSAGE]))
-    yield pb.ScanReply(end=pb.ScanEnd(next_page_token=token, complete=merged.complete, count=len(entries)))
+    batch: list[pb.ScanEntry] = []
+    size = 0
+    for e in merged.entries:
+        batch.append(e)
+        size += e.ByteSize()
+        if len(batch) == ENTRIES_PER_MESSAGE or size >= BYTES_PER_MESSAGE:
+            yield pb.ScanReply(entries=pb.ScanEntries(entries=batch))
+            batch, size = [], 0
+    if batch:
+        yield pb.ScanReply(entries=pb.ScanEntries(entries=batch))
+    yield pb.ScanReply(end=pb.ScanEnd(next_page_token=token, complete=merged.complete, count=len(merged.entries)))
 

@@ -405,3 +405,13 @@ def test_parse_request_and_build_request_agree() -> None:
                 pb.RangeRequest(store=STORE, from_key=pb.Key())):
         with pytest.raises(ValueError):
             parse_request(bad, bytes.fromhex)
+
+
+def test_replies_batch_entries_by_count_and_size() -> None:
+    small = [pb.ScanEntry(key=b"%05d" % i) for i in range(600)]
+    big = [pb.ScanEntry(key=b"%05d" % i, value=b"v" * 300_000) for i in range(10)]
+    for entries, batches in ((small, [256, 256, 88]), (big, [4, 4, 2])):
+        m = merge([PartitionPage(0, entries, False, pb.ReadMetadata())], 1000)
+        out = list(replies(pb.ScanHeader(), m, ""))
+        assert [len(r.entries.entries) for r in out if r.WhichOneof("part") == "entries"] == batches
+        assert read_stream(out).entries == entries
