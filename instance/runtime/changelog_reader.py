@@ -85,7 +85,6 @@ class StoreChangelogReader:
         self._paused_until = 0.0
         self._active_until = 0.0
         self._closed = False
-        self.total_restored = 0
 
     # -- registration ---------------------------------------------------------------------------------
     def end_offsets(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
@@ -172,7 +171,7 @@ class StoreChangelogReader:
         if not self._restoring:
             return []
         msgs = self._consumer.consume(num_messages=max_records, timeout=timeout)
-        self.total_restored += self._apply(msgs)
+        self._apply(msgs)
         if not msgs:
             # transaction markers leave gaps: ask the consumer where it really is
             for tp in self._restoring:
