@@ -107,15 +107,16 @@ class QueryClient:
 
     def _scan(self, request: ScanRequest, *, page_size: int = 0, limit: int | None = None,
               allow_stale: bool = False, max_lag: int | None = None, position: str = "",
-              require_complete: bool = False, with_json: bool = False) -> Scan:
+              require_complete: bool = False, with_json: bool = False, page_token: str = "") -> Scan:
         """``page_size``: entries per call (0: the server's default); ``limit``: entries in all;
+        ``page_token``: resume an earlier run of the same query (its ``Scan.next_page_token``);
         the read options as :meth:`get`; ``require_complete``: fail (UNAVAILABLE) rather than
         leave out partitions that cannot answer; ``with_json``: also the server's JSON text."""
         request.options.CopyFrom(_options(allow_stale, max_lag, position))
         request.scan.require_complete = require_complete
         request.scan.with_json = with_json
         method = getattr(self._pool.stub(self.target), method_of(request))
-        return Scan(lambda r: method(r, timeout=self.timeout), request, page_size, limit)
+        return Scan(lambda r: method(r, timeout=self.timeout), request, page_size, limit, page_token)
 
     def metadata(self) -> pb.MetadataReply:
         return self._pool.stub(self.target).Metadata(pb.MetadataRequest(), timeout=self.timeout)

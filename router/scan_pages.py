@@ -47,13 +47,18 @@ class Scan:
     NOT_FOUND, UNAVAILABLE for a ``require_complete`` scan with partitions missing)."""
 
     def __init__(self, call: Callable[[ScanRequest], Iterable[pb.ScanReply]], request: ScanRequest,
-                 page_size: int = 0, limit: int | None = None) -> None:
+                 page_size: int = 0, limit: int | None = None, page_token: str = "") -> None:
         if page_size < 0 or (limit is not None and limit < 0):
             raise ValueError("page_size and limit must not be negative")
         self._call = call
         self._request = request
         self.page_size = page_size
         self.limit = limit
+        #: where the scan starts: a ``next_page_token`` of an earlier run of the same query
+        self.page_token = page_token
+        #: resumes after the last entry returned ("" once the store is exhausted), so a caller that
+        #: stops at ``limit`` (a REST page) can hand the rest of the scan to a later caller
+        self.next_page_token = ""
         #: partition -> what it reported on the last page that asked it (status_to_dict)
         self.partitions: dict[int, dict[str, Any]] = {}
         #: partition -> reason, for partitions that could not answer on some page
@@ -73,7 +78,8 @@ class Scan:
 
     def __iter__(self) -> Iterator[ScanItem]:
         self.partitions, self.missing, self.pages = {}, {}, 0
-        returned, token = 0, ""
+        returned, token = 0, self.page_token
+        self.next_page_token = ""
         decode: tuple[Serde, Serde] | None = None
         while self.limit is None or returned < self.limit:
             req = type(self._request)()
@@ -97,7 +103,7 @@ class Scan:
                 yield ScanItem(kd(e.key), vd(e.value) if e.found else None, e.partition, e.found,
                                e.key_json, e.value_json)
             assert page.end is not None
-            token = page.end.next_page_token
+            token = self.next_page_token = page.end.next_page_token
             if not token:
                 return
 
