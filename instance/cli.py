@@ -1,4 +1,4 @@
-"""The ``iqmesh`` command: run, get, range, prefix, all, metadata, describe, broker, demo."""
+"""The ``iqmesh`` command: run, get, range, prefix, all, metadata, gateway, describe, broker, demo."""
 
 from __future__ import annotations
 
@@ -143,6 +143,18 @@ def cmd_metadata(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gateway(args: argparse.Namespace) -> int:
+    from router.gateway import GatewayConfig, run_gateway
+
+    seeds = tuple(s.strip() for s in (args.seeds or "").split(",") if s.strip())
+    try:
+        config = GatewayConfig(seeds, args.bootstrap or "", args.application_id or "", args.timeout)
+    except ValueError as e:
+        raise StreamsException(str(e)) from e
+    run_gateway(config, args.host, args.port)
+    return 0
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     from instance.app_loader import load_topology
 
@@ -169,7 +181,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from devtools.demo import run_demo  # dev tooling, imported only for this subcommand
 
-    return run_demo(Path(args.data_dir), lines=args.lines, exit_when_ready=args.exit_when_ready)
+    return run_demo(Path(args.data_dir), lines=args.lines, exit_when_ready=args.exit_when_ready,
+                    gateway_port=args.gateway_port, feed_rate=args.feed_rate)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -225,6 +238,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=10.0)
     p.set_defaults(func=cmd_metadata)
 
+    p = sub.add_parser("gateway", help="REST gateway and dashboard over the instances of an application")
+    p.add_argument("--bootstrap", help="bootstrap.servers: find the instances in the application's instances topic")
+    p.add_argument("--application-id", help="with --bootstrap: the application whose instances to serve")
+    p.add_argument("--seeds", help="or HOST:PORT,... of instances to ask (the others are learned from them)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call to an instance")
+    p.set_defaults(func=cmd_gateway)
+
     p = sub.add_parser("describe", help="print the topology of an application (file or module)")
     p.add_argument("app", help="a file (examples/wordcount.py) or an importable module (examples.wordcount)")
     p.set_defaults(func=cmd_describe)
@@ -235,10 +257,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=".iqmesh/broker")
     p.set_defaults(func=cmd_broker)
 
-    p = sub.add_parser("demo", help="broker + 3 word-count instances + sample text; prints how to query")
+    p = sub.add_parser("demo", help="broker + 3 word-count instances + sample text + the REST gateway and "
+                       "dashboard; prints how to query")
     p.add_argument("--data-dir", default=".iqmesh/demo")
     p.add_argument("--lines", type=int, default=2000)
     p.add_argument("--exit-when-ready", action="store_true", help="verify, print, stop everything")
+    p.add_argument("--gateway-port", type=int, default=8080, help="of the dashboard (a free one if taken)")
+    p.add_argument("--feed-rate", type=int, default=20, help="lines/s fed while the demo runs (0: none)")
     p.set_defaults(func=cmd_demo)
     return ap
 

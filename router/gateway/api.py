@@ -1,0 +1,148 @@
+"""The /v1 query API: stores, one key, a page of a range, a whole store streamed, the routing table.
+
+Every reply says who answered: a key its read metadata (served_by, role, position, lag, stale,
+position_token), a scan each partition's, the routing table the instance asked (``asked``) and the
+entry instance the gateway called (``via``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
+
+import grpc
+from aiohttp import web
+
+from router.client import QueryClient
+from router.gateway.context import Gateway, gateway_of
+from router.gateway.errors import ApiError, from_rpc_error
+from router.gateway.params import DEFAULT_PAGE, ReadParams, ScanParams, text
+from router.gateway.snapshot import metadata_to_json, store_replicas
+from router.scan_pages import Scan, ScanItem
+
+#: entries fetched per step of a streamed scan (and written per flush)
+STREAM_CHUNK = 500
+NDJSON = "application/x-ndjson"
+
+
+def _entry(item: ScanItem) -> dict[str, Any]:
+    return {"key": json.loads(item.key_json), "value": json.loads(item.value_json), "partition": item.partition}
+
+
+def _partitions(gw: Gateway, scan: Scan) -> list[dict[str, Any]]:
+    """Each partition's last status, counted as an answer of its replica."""
+    out = [scan.partitions[p] for p in sorted(scan.partitions)]
+    for s in out:
+        if s["available"]:
+            gw.metrics.answered(s["served_by"], s["role"], s["stale"])
+    return out
+
+
+def _scan_summary(gw: Gateway, store: str, scan: Scan, count: int, via: str) -> dict[str, Any]:
+    parts = _partitions(gw, scan)
+    return {"store": store, "count": count, "next_page_token": scan.next_page_token, "complete": scan.complete,
+            "stale": any(s.get("stale") for s in parts), "partitions": parts, "via": via}
+
+
+async def list_stores(request: web.Request) -> web.Response:
+    gw = gateway_of(request)
+    reply, via = await gw.backend.call(lambda c: c.metadata())
+    md = metadata_to_json(reply)
+    return web.json_response({"stores": store_replicas(md), "asked": md["asked"], "via": via})
+
+
+async def get_key(request: web.Request) -> web.Response:
+    gw = gateway_of(request)
+    store, key = request.match_info["store"], request.match_info["key"]
+    read = ReadParams.of(request.query)
+    r, via = await gw.backend.call(lambda c: c.get(store, key, **read.kwargs()))
+    md = r.metadata
+    gw.metrics.answered(md["served_by"], md["role"], md["stale"])
+    return web.json_response({"store": store, "key": key, "found": r.found, "value": r.value, "metadata": md,
+                              "via": via})
+
+
+async def get_range(request: web.Request) -> web.Response:
+    """One page of ``from <= key <= to`` (by serialized key); ``next_page_token`` asks the next."""
+    gw = gateway_of(request)
+    store, q = request.match_info["store"], request.query
+    params = ScanParams.of(q, DEFAULT_PAGE)
+    lo, hi = text(q, "from"), text(q, "to")
+
+    def page(c: QueryClient) -> tuple[Scan, list[dict[str, Any]]]:
+        scan = c.range(store, lo, hi, **params.kwargs())
+        return scan, [_entry(i) for i in scan]
+
+    (scan, entries), via = await gw.backend.call(page)
+    return web.json_response({**_scan_summary(gw, store, scan, len(entries), via), "entries": entries})
+
+
+def _take(it: Iterator[ScanItem], n: int) -> list[ScanItem]:
+    return list(islice(it, n))
+
+
+async def get_all(request: web.Request) -> web.StreamResponse:
+    """Every entry (or the first ``limit``) as JSON lines, then one ``{"end": summary}`` line. A
+    failure before the first line is an HTTP error; after it, the last line is ``{"error": ...}``."""
+    gw = gateway_of(request)
+    store = request.match_info["store"]
+    params = ScanParams.of(request.query, None)
+
+    def first(c: QueryClient) -> tuple[Scan, Iterator[ScanItem], list[ScanItem]]:
+        scan = c.all(store, **params.kwargs())
+        it = iter(scan)
+        return scan, it, _take(it, STREAM_CHUNK)
+
+    (scan, it, chunk), via = await gw.backend.call(first)
+    response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-store"})
+    await response.prepare(request)
+    count = 0
+    while chunk:
+        count += len(chunk)
+        await response.write(b"".join(json.dumps(_entry(i)).encode() + b"\n" for i in chunk))
+        try:
+            chunk = await gw.backend.run(lambda: _take(it, STREAM_CHUNK))
+        except grpc.RpcError as e:
+            await response.write(json.dumps(from_rpc_error(e).body()).encode() + b"\n")
+            await response.write_eof()
+            return response
+    await response.write(json.dumps({"end": _scan_summary(gw, store, scan, count, via)}).encode() + b"\n")
+    await response.write_eof()
+    return response
+
+
+async def watch(request: web.Request) -> web.Response:
+    raise ApiError(501, "NOT_IMPLEMENTED", "watch needs the Watch RPC, which the instances do not serve yet")
+
+
+async def get_metadata(request: web.Request) -> web.Response:
+    """The routing table as the asked instance sees it now."""
+    gw = gateway_of(request)
+    reply, via = await gw.backend.call(lambda c: c.metadata())
+    return web.json_response({**metadata_to_json(reply), "via": via, "at_ms": int(time.time() * 1000)})
+
+
+async def list_instances(request: web.Request) -> web.Response:
+    """Every instance with its tasks, store partitions and rates (the latest snapshot)."""
+    gw = gateway_of(request)
+    if gw.poller.latest is None or not gw.poller.latest.metadata:
+        await gw.poller.poll_once()
+    snap = gw.poller.latest
+    assert snap is not None
+    if not snap.metadata:
+        raise ApiError(503, "UNAVAILABLE", snap.error or "no routing table yet", reason="UNREACHABLE", tried=[])
+    doc = snap.to_json(gw.metrics)
+    return web.json_response({k: doc[k] for k in ("instances", "asked", "via", "at_ms", "age_ms", "error")})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/v1/stores", list_stores)
+    app.router.add_get("/v1/stores/{store}/keys/{key:.+}", get_key)
+    app.router.add_get("/v1/stores/{store}/range", get_range)
+    app.router.add_get("/v1/stores/{store}/all", get_all)
+    app.router.add_get("/v1/stores/{store}/watch", watch)
+    app.router.add_get("/v1/metadata", get_metadata)
+    app.router.add_get("/v1/instances", list_instances)

@@ -1,0 +1,55 @@
+"""The gateway application: routes, middlewares, and the background work (discovery, snapshots)
+tied to the application's life."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from router.gateway import api, dashboard, events, openapi, ops
+from router.gateway.context import GATEWAY, Gateway, GatewayConfig
+from router.gateway.errors import error_middleware
+from router.gateway.metrics import metrics_middleware
+
+
+def create_app(config: GatewayConfig) -> web.Application:
+    gw = Gateway.of(config)
+    app = web.Application(middlewares=[metrics_middleware(gw.metrics), error_middleware])
+    app[GATEWAY] = gw
+    api.add_routes(app)
+    app.router.add_get("/v1/events", events.events)
+    ops.add_routes(app)
+    openapi.add_routes(app)
+    dashboard.add_routes(app)
+    app.cleanup_ctx.append(_background)
+    app.on_shutdown.append(_closing)
+    return app
+
+
+async def _background(app: web.Application) -> AsyncIterator[None]:
+    gw = app[GATEWAY]
+    gw.discovery.start()
+    poller = asyncio.create_task(gw.poller.run(), name="gateway-snapshots")
+    yield
+    poller.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await poller
+    await asyncio.get_running_loop().run_in_executor(None, gw.discovery.stop)
+    gw.backend.close()
+
+
+async def _closing(app: web.Application) -> None:
+    """End the SSE streams so shutdown does not wait for them."""
+    gw = app[GATEWAY]
+    gw.closing = True
+    async with gw.poller.changed:
+        gw.poller.changed.notify_all()
+
+
+def run_gateway(config: GatewayConfig, host: str = "127.0.0.1", port: int = 8080) -> None:
+    """Serve until SIGINT/SIGTERM."""
+    print(f"iqmesh gateway on http://{host}:{port}/ (API /v1, OpenAPI /openapi.json, dashboard /)", flush=True)
+    web.run_app(create_app(config), host=host, port=port, print=None, shutdown_timeout=5)

@@ -1,0 +1,59 @@
+"""What every handler of one gateway shares, and how a handler finds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from router.gateway.backend import Backend
+from router.gateway.discovery import Discovery, TopicDiscovery
+from router.gateway.metrics import GatewayMetrics
+from router.gateway.snapshot import SnapshotPoller
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """``seeds`` (host:port of instances) or ``bootstrap`` + ``application_id`` (read the instances
+    topic); ``timeout``: seconds per gRPC call; ``poll_interval``: seconds between snapshots."""
+
+    seeds: tuple[str, ...] = ()
+    bootstrap: str = ""
+    application_id: str = ""
+    timeout: float = 10.0
+    poll_interval: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.seeds and not (self.bootstrap and self.application_id):
+            raise ValueError("the gateway needs --seeds, or --bootstrap with --application-id")
+
+    def discovery(self) -> Discovery:
+        if self.bootstrap and self.application_id:
+            return TopicDiscovery(self.bootstrap, self.application_id)
+        return Discovery(list(self.seeds))
+
+
+@dataclass
+class Gateway:
+    config: GatewayConfig
+    discovery: Discovery
+    backend: Backend
+    metrics: GatewayMetrics
+    poller: SnapshotPoller
+    #: set when the application shuts down: long-lived streams (SSE) end
+    closing: bool = field(default=False)
+
+    @staticmethod
+    def of(config: GatewayConfig) -> Gateway:
+        discovery = config.discovery()
+        backend = Backend(discovery, config.timeout)
+        metrics = GatewayMetrics()
+        poller = SnapshotPoller(backend, metrics, config.poll_interval, on_alive=discovery.learn)
+        return Gateway(config, discovery, backend, metrics, poller)
+
+
+GATEWAY = web.AppKey("gateway", Gateway)
+
+
+def gateway_of(request: web.Request) -> Gateway:
+    return request.app[GATEWAY]

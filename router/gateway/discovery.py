@@ -1,0 +1,68 @@
+"""Which instances the gateway may ask: from ``--seeds``, or from the instances topic (``--bootstrap``).
+
+Either way the live instances named by the latest routing table (:meth:`Discovery.learn`) come
+first, so the gateway keeps working when the instances it was started with are gone.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from router.metadata import ClusterView
+
+
+class Discovery:
+    """Seeds given by hand; a base for discoveries that find their own."""
+
+    def __init__(self, seeds: list[str] | None = None) -> None:
+        self._seeds = list(seeds or [])
+        self._learned: list[str] = []
+        self._lock = threading.Lock()
+
+    def found(self) -> list[str]:
+        """Endpoints this discovery found by itself (the seeds here)."""
+        return list(self._seeds)
+
+    def endpoints(self) -> list[str]:
+        """Live endpoints of the latest routing table, then the rest of :meth:`found`, once each."""
+        with self._lock:
+            learned = list(self._learned)
+        return list(dict.fromkeys(learned + self.found()))
+
+    def learn(self, alive: list[str]) -> None:
+        with self._lock:
+            self._learned = list(alive)
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.endpoints())
+
+    def start(self) -> None:
+        """Nothing to start for seeds."""
+
+    def stop(self) -> None:
+        """Nothing to stop for seeds."""
+
+
+class TopicDiscovery(Discovery):
+    """Live instances from the instances topic of ``application_id`` on ``bootstrap``."""
+
+    def __init__(self, bootstrap: str, application_id: str) -> None:
+        super().__init__()
+        from router.gateway.instances_topic import InstancesTopicReader  # confluent-kafka only here
+
+        self.view = ClusterView()
+        self.reader = InstancesTopicReader(bootstrap, application_id, self.view)
+
+    def found(self) -> list[str]:
+        return [i.endpoint for i in self.view.instances() if self.view.is_alive(i) and i.endpoint]
+
+    @property
+    def ready(self) -> bool:
+        return self.reader.loaded.is_set() and super().ready
+
+    def start(self) -> None:
+        self.reader.start()
+
+    def stop(self) -> None:
+        self.reader.stop()

@@ -1,0 +1,108 @@
+"""The one place where failures become HTTP answers: ``{"error": {"code", "message", ...}}``.
+
+Handlers raise; :func:`error_middleware` renders. The codes are stable (clients and the dashboard
+switch on them), the messages are for people. gRPC statuses from the instances map as the servers
+assign them (``instance/server/status.py``): NOT_FOUND is an unknown store, INVALID_ARGUMENT a
+bad key, token or bound, UNAVAILABLE a refusal whose details start with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from aiohttp import web
+
+from router.unavailable import UnavailableReason
+
+log = logging.getLogger(__name__)
+
+#: gateway-level reason of a 503 when no instance could be reached at all (the others are
+#: :class:`router.unavailable.UnavailableReason` names, as the instances report them)
+UNREACHABLE = "UNREACHABLE"
+_REASONS = frozenset(r.name for r in UnavailableReason)
+
+
+class ApiError(Exception):
+    """An HTTP error with a stable ``code``; ``extra`` goes into the error object as it is."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, **self.extra}}
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "INVALID_ARGUMENT", message)
+
+
+def is_refusal(e: grpc.RpcError) -> bool:
+    """UNAVAILABLE that an instance sent on purpose (details start with a reason): the cluster
+    answered. Anything else UNAVAILABLE is the transport: that instance could not be reached."""
+    return e.code() is grpc.StatusCode.UNAVAILABLE and (e.details() or "").split(":", 1)[0] in _REASONS
+
+
+def from_rpc_error(e: grpc.RpcError) -> ApiError:
+    """The HTTP answer to an instance's gRPC status."""
+    code, details = e.code(), e.details() or ""
+    if code is grpc.StatusCode.NOT_FOUND:
+        return ApiError(404, "UNKNOWN_STORE", details)
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return ApiError(400, "INVALID_ARGUMENT", details)
+    if code is grpc.StatusCode.UNAVAILABLE:
+        head, _, rest = details.partition(":")
+        if head in _REASONS:
+            message, _, tried = rest.strip().rpartition(" tried=")
+            if not message:  # no tried list
+                message, tried = rest.strip(), ""
+            return unavailable(head, message, [t for t in tried.split(",") if t])
+        return unavailable(UNREACHABLE, details)
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return ApiError(504, "DEADLINE_EXCEEDED", details or "the instances did not answer in time")
+    return ApiError(502, "UPSTREAM_ERROR", f"{code.name}: {details}")
+
+
+def unavailable(reason: str, message: str, tried: list[str] | None = None) -> ApiError:
+    return ApiError(503, "UNAVAILABLE", message, reason=reason, tried=tried or [])
+
+
+def to_api_error(e: BaseException) -> ApiError:
+    """Any exception a handler lets out, as an ApiError (500 INTERNAL for the unexpected)."""
+    if isinstance(e, ApiError):
+        return e
+    if isinstance(e, grpc.RpcError):
+        return from_rpc_error(e)
+    if isinstance(e, web.HTTPException):  # aiohttp's own: no route, wrong method, ...
+        codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
+        return ApiError(e.status, codes.get(e.status, "HTTP_ERROR"), e.reason)
+    if isinstance(e, ValueError):  # e.g. text protobuf cannot carry (lone surrogates)
+        return bad_request(str(e))
+    log.error("gateway request failed", exc_info=e)
+    return ApiError(500, "INTERNAL", f"{type(e).__name__}: {e}")
+
+
+def error_response(err: ApiError) -> web.Response:
+    headers = {"Retry-After": "1"} if err.status == 503 else None
+    return web.json_response(err.body(), status=err.status, headers=headers)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:  # redirects and the like pass through
+            raise
+        return error_response(to_api_error(e))
+    except Exception as e:
+        return error_response(to_api_error(e))

@@ -1,0 +1,202 @@
+"""The gateway's OpenAPI 3 document (``/openapi.json``), written by hand next to the handlers it
+describes; the property-based test (schemathesis) holds the two together.
+
+``/v1/stores/{store}/watch`` is left out: it answers 501 until the instances serve the Watch RPC.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from router.gateway.params import DEFAULT_PAGE, MAX_PAGE
+
+_INT64 = {"type": "integer", "format": "int64"}
+_ANY: dict[str, Any] = {"description": "any JSON value (as the store's serde gives it; null when not found)"}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: list[str], **props: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": props}
+
+
+def _q(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+_STORE = {"name": "store", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1},
+          "description": "store name"}
+_READ = [
+    _q("allow_stale", {"type": "boolean", "default": False},
+       "standbys and restoring replicas may answer (the reply says stale)"),
+    _q("max_lag", {**_INT64, "minimum": 0}, "with allow_stale: no replica further behind than this"),
+    _q("position", {"type": "string"}, "position token of an earlier reply: never read older state"),
+]
+_SCAN = [
+    *_READ,
+    _q("require_complete", {"type": "boolean", "default": False},
+       "503 rather than a reply with partitions missing"),
+    _q("page_token", {"type": "string"}, "next_page_token of the previous page of the same query"),
+]
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _text(media: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {media: {"schema": {"type": "string"}}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    text = {400: "bad parameter, key or token (INVALID_ARGUMENT)", 404: "unknown store (UNKNOWN_STORE)",
+            503: "no replica can answer (UNAVAILABLE, with the reason and the instances tried)",
+            504: "the instances did not answer in time (DEADLINE_EXCEEDED)"}
+    out = {str(s): _json(_ref("Error"), text[s]) for s in statuses}
+    out["default"] = _json(_ref("Error"), "any other error")
+    return out
+
+
+def _get(summary: str, responses: dict[str, Any], params: list[dict[str, Any]] | None = None,
+         op_id: str = "") -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "operationId": op_id, "responses": responses}
+    if params:
+        op["parameters"] = params
+    return {"get": op}
+
+
+_READ_METADATA = _obj(
+    ["served_by", "role", "partition", "position", "lag", "stale"],
+    served_by={"type": "string"}, endpoint={"type": "string"},
+    role={"type": "string", "enum": ["ACTIVE", "STANDBY", "RESTORING"]}, instance_state={"type": "string"},
+    partition={"type": "integer"}, position=_INT64, end_offset=_INT64, lag=_INT64, stale={"type": "boolean"},
+    forwarded={"type": "boolean"}, position_token={"type": "string"})
+
+_PARTITION_STATUS = {**_obj(["partition", "available"], partition={"type": "integer"}, available={"type": "boolean"},
+                            served_by={"type": "string"}, role={"type": "string"},
+                            instance_state={"type": "string"}, position=_INT64, end_offset=_INT64, lag=_INT64,
+                            stale={"type": "boolean"}, forwarded={"type": "boolean"},
+                            position_token={"type": "string"}, reason={"type": "string"},
+                            message={"type": "string"}, tried={"type": "array", "items": {"type": "string"}}),
+                     "description": "read metadata when available, else the reason and the instances tried"}
+
+_SCAN_SUMMARY = {"store": {"type": "string"}, "count": {"type": "integer"}, "next_page_token": {"type": "string"},
+                 "complete": {"type": "boolean"}, "stale": {"type": "boolean"},
+                 "partitions": {"type": "array", "items": _ref("PartitionStatus")}, "via": {"type": "string"}}
+_SUMMARY_REQUIRED = ["store", "count", "next_page_token", "complete", "stale", "partitions"]
+
+_STORE_PART = _obj(["store", "partition", "role", "position", "end_offset", "lag"], store={"type": "string"},
+                   partition={"type": "integer"}, role={"type": "string"}, position=_INT64, end_offset=_INT64,
+                   lag=_INT64)
+_TASKS = {"type": "array", "items": {"type": "string"}}
+_INSTANCE = _obj(["instance_id", "endpoint", "state", "alive", "heartbeat_age_ms", "active_tasks", "standby_tasks",
+                  "restoring_tasks", "stores"],
+                 instance_id={"type": "string"}, endpoint={"type": "string"}, state={"type": "string"},
+                 alive={"type": "boolean"}, heartbeat_age_ms=_INT64, active_tasks=_TASKS, standby_tasks=_TASKS,
+                 restoring_tasks=_TASKS, stores={"type": "array", "items": _ref("StorePartition")},
+                 store_updates_per_s={"type": "number"}, queries_per_s={"type": "number"}, lag={"type": "number"})
+_REPLICA = {**_obj(["instance_id", "role", "position", "lag"], instance_id={"type": "string"},
+                   role={"type": "string"}, position=_INT64, end_offset=_INT64, lag=_INT64)}
+_STORE_INFO = _obj(["store", "partitions", "replicas"], store={"type": "string"}, partitions={"type": "integer"},
+                   replicas={"type": "array", "items": _obj(
+                       ["partition", "active", "standbys"], partition={"type": "integer"},
+                       active={"anyOf": [_ref("Replica"), {"type": "null"}]},
+                       standbys={"type": "array", "items": _ref("Replica")})})
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj(["error"], error=_obj(
+        ["code", "message"], code={"type": "string", "description": "stable, machine-readable"},
+        message={"type": "string"},
+        reason={"type": "string", "description": "503: REBALANCING, NOT_ACTIVE, NOT_UP_TO_BOUND, "
+                "NO_REPLICA_WITHIN_LAG, NOT_AVAILABLE, UNREACHABLE, NOT_READY"},
+        tried={"type": "array", "items": {"type": "string"}})),
+    "ReadMetadata": _READ_METADATA,
+    "PartitionStatus": _PARTITION_STATUS,
+    "Entry": _obj(["key", "value", "partition"], key=_ANY, value=_ANY, partition={"type": "integer"}),
+    "KeyReply": _obj(["store", "key", "found", "value", "metadata", "via"], store={"type": "string"},
+                     key={"type": "string"}, found={"type": "boolean"},
+                     value=_ANY, metadata=_ref("ReadMetadata"), via={"type": "string"}),
+    "RangeReply": _obj([*_SUMMARY_REQUIRED, "entries"], **_SCAN_SUMMARY,
+                       entries={"type": "array", "items": _ref("Entry")}),
+    "StorePartition": _STORE_PART,
+    "Instance": _INSTANCE,
+    "Replica": _REPLICA,
+    "Store": _STORE_INFO,
+    "Stores": _obj(["stores", "asked", "via"], stores={"type": "array", "items": _ref("Store")},
+                   asked={"type": "string"}, via={"type": "string"}),
+    "Metadata": _obj(["asked", "store_partitions", "instances", "via"], asked={"type": "string"},
+                     store_partitions={"type": "object", "additionalProperties": {"type": "integer"}},
+                     instances={"type": "array", "items": _ref("Instance")}, via={"type": "string"},
+                     at_ms=_INT64),
+    "Instances": _obj(["instances", "asked", "via", "at_ms", "age_ms"],
+                      instances={"type": "array", "items": _ref("Instance")}, asked={"type": "string"},
+                      via={"type": "string"}, at_ms=_INT64, age_ms=_INT64, error={"type": "string"}),
+    "Ready": _obj(["status"], status={"type": "string"}, running={"type": "array", "items": {"type": "string"}},
+                  unowned_partitions={"type": "array", "items": _obj(["store", "partition"],
+                                                                      store={"type": "string"},
+                                                                      partition={"type": "integer"})},
+                  via={"type": "string"}),
+}
+
+
+def document() -> dict[str, Any]:
+    key = {"name": "key", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1},
+           "description": "the key as text, parsed with the store's key serde"}
+    paths = {
+        "/v1/stores": _get("Stores with their partitions and replicas", {
+            "200": _json(_ref("Stores"), "every store"), **_errors(503, 504)}, op_id="listStores"),
+        "/v1/stores/{store}/keys/{key}": _get("One key (found=false when the store does not hold it)", {
+            "200": _json(_ref("KeyReply"), "the value and who served it"), **_errors(400, 404, 503, 504)},
+            [_STORE, key, *_READ], "getKey"),
+        "/v1/stores/{store}/range": _get("One page of from <= key <= to (by serialized key)", {
+            "200": _json(_ref("RangeReply"), "entries in key order and each partition's status"),
+            **_errors(400, 404, 503, 504)},
+            [_STORE, _q("from", {"type": "string"}, "first key (absent: unbounded)"),
+             _q("to", {"type": "string"}, "last key (absent: unbounded)"),
+             _q("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE},
+                "entries in this page"), *_SCAN], "getRange"),
+        "/v1/stores/{store}/all": _get("Every entry, streamed as JSON lines", {
+            "200": _text("application/x-ndjson", 'one {"key","value","partition"} line per entry, then '
+                         '{"end": {count, next_page_token, complete, stale, partitions}} or, if the scan failed '
+                         'after the first line, {"error": {...}}'),
+            **_errors(400, 404, 503, 504)},
+            [_STORE, _q("limit", {**_INT64, "minimum": 1}, "entries in all (absent: every one)"), *_SCAN],
+            "getAll"),
+        "/v1/metadata": _get("The routing table as the asked instance sees it", {
+            "200": _json(_ref("Metadata"), "instances, tasks, store partitions"), **_errors(503, 504)},
+            op_id="getMetadata"),
+        "/v1/instances": _get("Every instance with its tasks, lags and rates (latest snapshot)", {
+            "200": _json(_ref("Instances"), "instances"), **_errors(503)}, op_id="listInstances"),
+        "/v1/events": _get("Server-Sent Events: a snapshot of the cluster about every second", {
+            "200": _text("text/event-stream", "event: snapshot, data: the /v1/instances document plus stores"),
+            **_errors(400)},
+            [_q("max_events", {"type": "integer", "minimum": 1}, "end the stream after this many events")],
+            "events"),
+        "/healthz": _get("The process answers", {"200": _json(_obj(["status"], status={"type": "string"}), "ok")},
+                         op_id="healthz"),
+        "/readyz": _get("The gateway can answer queries", {
+            "200": _json(_ref("Ready"), "ready"), **_errors(503)}, op_id="readyz"),
+        "/metrics": _get("Prometheus metrics", {"200": _text("text/plain", "Prometheus text format 0.0.4")},
+                         op_id="metrics"),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "iqmesh REST gateway", "version": "1",
+                 "description": "Interactive queries over every instance of an iqmesh application. Every "
+                                "answer says who served it and how fresh it is. Errors are "
+                                '{"error": {"code", "message"}} with a stable code.'},
+        "paths": paths,
+        "components": {"schemas": SCHEMAS},
+    }
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    return web.json_response(document())
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/openapi.json", openapi_json)

@@ -1,0 +1,77 @@
+"""Query-string parameters, checked strictly: anything malformed is a 400 before an instance is asked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from router.gateway.errors import bad_request
+
+#: entries in one range page: the instances' own bounds (instance/server/scans.py)
+DEFAULT_PAGE = 100
+MAX_PAGE = 10_000
+_MAX_INT64 = 2**63 - 1
+
+
+def boolean(q: Mapping[str, str], name: str) -> bool:
+    raw = q.get(name)
+    if raw is None or raw == "":
+        return False
+    if raw in ("true", "false"):
+        return raw == "true"
+    raise bad_request(f"{name} must be true or false, got {raw!r}")
+
+
+def integer(q: Mapping[str, str], name: str, default: int | None, lo: int, hi: int = _MAX_INT64) -> int | None:
+    raw = q.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        v = int(raw, 10)
+    except ValueError:
+        raise bad_request(f"{name} must be an integer, got {raw!r}") from None
+    if not lo <= v <= hi:
+        raise bad_request(f"{name} must be between {lo} and {hi}, got {v}")
+    return v
+
+
+def text(q: Mapping[str, str], name: str) -> str | None:
+    """A free-text parameter; None when absent (an empty value is a value: the empty key)."""
+    return q.get(name)
+
+
+@dataclass(frozen=True)
+class ReadParams:
+    """Which replicas may answer (the gRPC QueryOptions): ``allow_stale``, ``max_lag``, ``position``."""
+
+    allow_stale: bool = False
+    max_lag: int | None = None
+    position: str = ""
+
+    @staticmethod
+    def of(q: Mapping[str, str]) -> ReadParams:
+        return ReadParams(boolean(q, "allow_stale"), integer(q, "max_lag", None, 0), q.get("position", ""))
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"allow_stale": self.allow_stale, "max_lag": self.max_lag, "position": self.position}
+
+
+@dataclass(frozen=True)
+class ScanParams:
+    """A scan's read options plus ``require_complete``, ``limit`` (None: every entry) and ``page_token``."""
+
+    read: ReadParams
+    require_complete: bool
+    limit: int | None
+    page_token: str
+
+    @staticmethod
+    def of(q: Mapping[str, str], default_limit: int | None) -> ScanParams:
+        return ScanParams(ReadParams.of(q), boolean(q, "require_complete"),
+                          integer(q, "limit", default_limit, 1, MAX_PAGE if default_limit else _MAX_INT64),
+                          q.get("page_token", ""))
+
+    def kwargs(self) -> dict[str, Any]:
+        return {**self.read.kwargs(), "require_complete": self.require_complete, "limit": self.limit,
+                "page_token": self.page_token, "with_json": True}

@@ -1,0 +1,86 @@
+"""``/metrics`` in the Prometheus text format (0.0.4): the instances' figures from the latest
+routing table, the rates derived from it, and the gateway's own request counts and latencies."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from router.gateway.metrics import BUCKETS, GatewayMetrics
+from router.gateway.snapshot import Snapshot
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _labels(**labels: object) -> str:
+    def esc(v: object) -> str:
+        return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}" if labels else ""
+
+
+class _Family:
+    def __init__(self, name: str, kind: str, help_text: str) -> None:
+        self.lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        self.name = name
+
+    def add(self, value: float, suffix: str = "", **labels: object) -> None:
+        v = int(value) if float(value).is_integer() else value
+        self.lines.append(f"{self.name}{suffix}{_labels(**labels)} {v}")
+
+
+def _instance_families(snap: Snapshot) -> Iterable[_Family]:
+    up = _Family("iqmesh_instance_up", "gauge", "1 if the instance is alive (fresh heartbeat, RUNNING or REBALANCING).")
+    state = _Family("iqmesh_instance_state", "gauge", "1 for the instance's current KafkaStreams state.")
+    age = _Family("iqmesh_instance_heartbeat_age_seconds", "gauge", "Age of the instance's last published metadata.")
+    tasks = _Family("iqmesh_instance_tasks", "gauge", "Tasks the instance holds, by kind (active, standby, restoring).")
+    pos = _Family("iqmesh_store_partition_position", "gauge", "Changelog offset a store partition replica has applied.")
+    end = _Family("iqmesh_store_partition_end_offset", "gauge", "Changelog end offset of a store partition.")
+    lag = _Family("iqmesh_store_partition_lag", "gauge", "Changelog records a store partition replica is behind.")
+    upd = _Family("iqmesh_instance_store_updates_per_second", "gauge",
+                  "Growth of the changelog positions of the instance's active store partitions (between snapshots).")
+    qps = _Family("iqmesh_instance_queries_per_second", "gauge",
+                  "Answers per second the instance gave through this gateway (between snapshots).")
+    for i in snap.metadata.get("instances", []):
+        iid = i["instance_id"]
+        up.add(1 if i["alive"] else 0, instance=iid)
+        state.add(1, instance=iid, state=i["state"])
+        age.add(round(i["heartbeat_age_ms"] / 1000, 3), instance=iid)
+        for kind in ("active", "standby", "restoring"):
+            tasks.add(len(i[f"{kind}_tasks"]), instance=iid, kind=kind)
+        for s in i["stores"]:
+            labels = {"instance": iid, "store": s["store"], "partition": s["partition"], "role": s["role"]}
+            pos.add(s["position"], **labels)
+            end.add(s["end_offset"], **labels)
+            lag.add(s["lag"], **labels)
+        r = snap.rates.get(iid, {})
+        upd.add(r.get("store_updates_per_s", 0.0), instance=iid)
+        qps.add(r.get("queries_per_s", 0.0), instance=iid)
+    return (up, state, age, tasks, pos, end, lag, upd, qps)
+
+
+def _gateway_families(metrics: GatewayMetrics, snap: Snapshot | None) -> Iterable[_Family]:
+    req = _Family("iqmesh_gateway_requests_total", "counter", "HTTP requests by method, route and status.")
+    for (method, route, status), n in sorted(metrics.requests.items()):
+        req.add(n, method=method, route=route, status=status)
+    dur = _Family("iqmesh_gateway_request_duration_seconds", "histogram", "HTTP request latency by route.")
+    for route, h in sorted(metrics.latency.items()):
+        cumulative = 0
+        for le, n in zip([*BUCKETS, float("inf")], h.counts, strict=True):
+            cumulative += n
+            dur.add(cumulative, "_bucket", route=route, le="+Inf" if le == float("inf") else le)
+        dur.add(round(h.total, 6), "_sum", route=route)
+        dur.add(h.count, "_count", route=route)
+    ans = _Family("iqmesh_gateway_answers_total", "counter",
+                  "Answers received through the gateway by serving instance, role and staleness "
+                  "(a key lookup is one, a scan one per partition).")
+    for (iid, role, stale), n in sorted(metrics.answers.items()):
+        ans.add(n, instance=iid, role=role, stale=str(stale).lower())
+    age = _Family("iqmesh_gateway_snapshot_age_seconds", "gauge", "Age of the gateway's latest routing table.")
+    if snap is not None and snap.at:
+        age.add(round(time.time() - snap.at, 3))
+    return (req, dur, ans, age)
+
+
+def render(metrics: GatewayMetrics, snap: Snapshot | None) -> str:
+    families = [*(_instance_families(snap) if snap is not None else ()), *_gateway_families(metrics, snap)]
+    return "\n".join(line for f in families for line in f.lines) + "\n"

@@ -1,0 +1,259 @@
+// iqmesh dashboard: live snapshots from /v1/events (SSE), lookups and scans through the /v1 API.
+// Plain browser JavaScript, no build step; charts by the vendored uPlot.
+"use strict";
+
+const KEEP_POINTS = 300;          // about five minutes of one-second snapshots
+const TOP_REFRESH_MS = 3000;
+const PALETTE = ["#2b6cb0", "#c05621", "#2f855a", "#6b46c1", "#b83280", "#2c7a7b", "#975a16", "#4a5568"];
+
+const $ = (sel) => document.querySelector(sel);
+
+// el("td", {class: "num"}, "text", childNode): DOM without innerHTML, so keys and ids are never markup.
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null) continue;
+    if (k === "class") node.className = v; else node.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+const badge = (text, cls) => el("span", {class: `badge ${cls || text}`}, text);
+const fmt = (x, digits = 1) => (x === undefined || x === null) ? "–" : Number(x).toFixed(digits).replace(/\.0+$/, "");
+const enc = encodeURIComponent;
+
+// ---- colours per instance, stable while the page is open ------------------------------------
+const colours = new Map();
+function colour(id) {
+  if (!colours.has(id)) colours.set(id, PALETTE[colours.size % PALETTE.length]);
+  return colours.get(id);
+}
+
+// ---- time series and charts -------------------------------------------------------------------
+const series = {t: [], ids: [], updates: {}, queries: {}, lag: {}};
+const charts = {};
+
+function addPoint(t, rates) {
+  series.t.push(t);
+  for (const id of Object.keys(rates)) {
+    if (!series.ids.includes(id)) {
+      series.ids.push(id);
+      for (const m of ["updates", "queries", "lag"]) series[m][id] = new Array(series.t.length - 1).fill(null);
+    }
+  }
+  for (const id of series.ids) {
+    const r = rates[id];
+    series.updates[id].push(r ? r.store_updates_per_s : null);
+    series.queries[id].push(r ? r.queries_per_s : null);
+    series.lag[id].push(r ? r.lag : null);
+  }
+  if (series.t.length > KEEP_POINTS) {
+    series.t.shift();
+    for (const m of ["updates", "queries", "lag"]) for (const id of series.ids) series[m][id].shift();
+  }
+}
+
+function drawChart(name, target) {
+  const ids = series.ids.slice();
+  const data = [series.t, ...ids.map((id) => series[name][id])];
+  const box = $(target);
+  const width = Math.max(300, box.clientWidth || 400);
+  const c = charts[name];
+  if (c && c.ids.join("|") === ids.join("|")) {
+    if (Math.abs(c.plot.width - width) > 4) c.plot.setSize({width, height: 200});
+    c.plot.setData(data);
+    return;
+  }
+  if (c) c.plot.destroy();
+  box.textContent = "";
+  const opts = {
+    width, height: 200,
+    scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)]}},
+    series: [{}, ...ids.map((id) => ({label: id, stroke: colour(id), width: 2, spanGaps: true}))],
+    axes: [{}, {size: 60}],
+    legend: {live: true},
+  };
+  charts[name] = {ids, plot: new uPlot(opts, data, box)};
+}
+
+function drawCharts() {
+  drawChart("updates", "#chart-updates");
+  drawChart("queries", "#chart-queries");
+  drawChart("lag", "#chart-lag");
+}
+
+// ---- instances and partitions -------------------------------------------------------------
+function renderInstances(snap) {
+  const body = $("#instances tbody");
+  body.textContent = "";
+  for (const i of snap.instances) {
+    const state = i.alive ? badge(i.state) : badge(`${i.state} (dead)`, "dead");
+    body.append(el("tr", {"data-instance": i.instance_id},
+      el("td", {}, el("span", {class: "dot", style: `background:${colour(i.instance_id)}`}),
+         el("strong", {}, i.instance_id), el("div", {class: "muted"}, i.endpoint)),
+      el("td", {class: "state"}, state),
+      el("td", {class: "num"}, `${fmt(i.heartbeat_age_ms / 1000)} s`),
+      el("td", {class: "tasks"}, i.active_tasks.join(" ") || "–"),
+      el("td", {class: "tasks"}, i.standby_tasks.join(" ") || "–"),
+      el("td", {class: "tasks"}, i.restoring_tasks.join(" ") || "–"),
+      el("td", {class: "num"}, fmt(i.store_updates_per_s)),
+      el("td", {class: "num"}, fmt(i.queries_per_s)),
+      el("td", {class: "num"}, fmt(i.lag, 0))));
+  }
+}
+
+function replica(r) {
+  if (!r) return badge("no live owner", "bad");
+  return el("span", {"data-replica": r.instance_id},
+            el("span", {class: "dot", style: `background:${colour(r.instance_id)}`}), r.instance_id, " ",
+            badge(r.role), el("span", {class: "muted"}, ` @${r.position}`),
+            r.lag > 0 ? el("span", {class: "muted"}, ` lag ${r.lag}`) : null);
+}
+
+function renderPartitions(snap) {
+  const box = $("#partitions");
+  box.textContent = "";
+  box.className = "";
+  for (const s of snap.stores) {
+    const rows = s.replicas.map((p) => el("tr", {"data-partition": p.partition},
+      el("td", {class: "num"}, p.partition), el("td", {class: "owner"}, replica(p.active)),
+      el("td", {class: "owner"}, p.standbys.length ? p.standbys.map((r) => el("div", {}, replica(r)))
+                                                   : el("span", {class: "muted"}, "none"))));
+    box.append(el("h3", {}, `${s.store} `, el("span", {class: "muted"}, `(${s.partitions} partitions)`)),
+               el("table", {class: "grid-part", "data-store": s.store},
+                  el("thead", {}, el("tr", {}, el("th", {class: "num"}, "partition"), el("th", {}, "active"),
+                                     el("th", {}, "standbys"))),
+                  el("tbody", {}, rows)));
+  }
+}
+
+function fillStoreSelect(sel, stores) {
+  const names = stores.map((s) => s.store);
+  const have = [...sel.options].map((o) => o.value);
+  if (names.join("|") === have.join("|")) return;
+  const keep = sel.value;
+  sel.textContent = "";
+  for (const n of names) sel.append(el("option", {value: n}, n));
+  if (names.includes(keep)) sel.value = keep;
+}
+
+let lastSnapshot = null;
+function onSnapshot(snap) {
+  lastSnapshot = snap;
+  const conn = $("#conn");
+  conn.textContent = snap.error ? "cluster unreachable" : "live";
+  conn.className = `badge ${snap.error ? "bad" : "ok"}`;
+  $("#source").textContent = snap.error
+    ? snap.error : `routing table of ${snap.asked} via ${snap.via}, ${fmt(snap.age_ms / 1000)} s old`;
+  if (snap.history) {
+    for (const h of snap.history) addPoint(h.t, h.rates);
+  } else if (!snap.error) {
+    addPoint(snap.at_ms / 1000, Object.fromEntries(snap.instances.map((i) => [i.instance_id, i])));
+  }
+  renderInstances(snap);
+  renderPartitions(snap);
+  fillStoreSelect($("#lookup-store"), snap.stores);
+  fillStoreSelect($("#top-store"), snap.stores);
+  drawCharts();
+}
+
+function connect() {
+  const es = new EventSource("/v1/events");
+  es.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
+  es.onerror = () => { const c = $("#conn"); c.textContent = "reconnecting…"; c.className = "badge off"; };
+}
+
+// ---- key lookup -----------------------------------------------------------------------------
+function errorCard(box, body, status) {
+  const e = (body && body.error) || {code: `HTTP ${status}`, message: ""};
+  box.className = "card error";
+  box.textContent = "";
+  box.append(el("div", {"data-field": "error"}, `${e.code}${e.reason ? ` (${e.reason})` : ""}: ${e.message}`),
+             e.tried && e.tried.length ? el("div", {class: "muted"}, `tried ${e.tried.join(", ")}`) : null);
+}
+
+async function lookup(ev) {
+  ev.preventDefault();
+  const store = $("#lookup-store").value, key = $("#lookup-key").value;
+  const box = $("#lookup-result");
+  if (!store || !key) return;
+  const stale = $("#lookup-stale").checked;
+  box.className = "card muted";
+  box.textContent = "…";
+  let res, body;
+  try {
+    res = await fetch(`/v1/stores/${enc(store)}/keys/${enc(key)}${stale ? "?allow_stale=true" : ""}`);
+    body = await res.json();
+  } catch (err) {
+    errorCard(box, {error: {code: "NETWORK", message: String(err)}}, 0);
+    return;
+  }
+  if (!res.ok) { errorCard(box, body, res.status); return; }
+  const m = body.metadata;
+  box.className = "card";
+  box.textContent = "";
+  box.append(
+    el("div", {class: "value", "data-field": "value"}, body.found ? JSON.stringify(body.value) : "not found"),
+    el("dl", {},
+      el("dt", {}, "served by"), el("dd", {"data-field": "served_by"}, m.served_by),
+      el("dt", {}, "role"), el("dd", {"data-field": "role"}, badge(m.role)),
+      el("dt", {}, "fresh"), el("dd", {"data-field": "stale"}, m.stale ? badge("stale", "stale") : badge("up to date", "fresh")),
+      el("dt", {}, "partition"), el("dd", {"data-field": "partition"}, m.partition),
+      el("dt", {}, "position / lag"), el("dd", {}, `${m.position} / ${m.lag}`),
+      el("dt", {}, "asked"), el("dd", {"data-field": "via"}, `${body.via}${m.forwarded ? " (forwarded one hop)" : " (answered itself)"}`),
+      el("dt", {}, "position token"), el("dd", {class: "muted"}, m.position_token)));
+}
+
+// ---- top entries: a whole-store scan, ranked by value ---------------------------------------
+async function refreshTop() {
+  const store = $("#top-store").value;
+  const n = Math.max(1, Math.min(100, Number($("#top-n").value) || 15));
+  const status = $("#top-status");
+  if (!store || document.hidden) return;
+  const stale = $("#top-stale").checked ? "&allow_stale=true" : "";
+  let text, res;
+  try {
+    res = await fetch(`/v1/stores/${enc(store)}/all?limit=10000${stale}`);
+    text = await res.text();
+  } catch (err) { status.textContent = String(err); return; }
+  if (!res.ok) {
+    let e = {}; try { e = JSON.parse(text).error || {}; } catch (_) { /* not JSON */ }
+    status.textContent = `${e.code || res.status}: ${e.message || ""}`;
+    return;
+  }
+  const entries = [];
+  let end = null, failed = null;
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    const o = JSON.parse(line);
+    if (o.end) end = o.end; else if (o.error) failed = o.error; else entries.push(o);
+  }
+  const numeric = entries.every((e) => typeof e.value === "number");
+  if (numeric) entries.sort((a, b) => b.value - a.value);
+  const body = $("#top-table tbody");
+  body.textContent = "";
+  entries.slice(0, n).forEach((e, i) => body.append(el("tr", {},
+    el("td", {class: "num"}, i + 1), el("td", {}, JSON.stringify(e.key)),
+    el("td", {class: "num"}, typeof e.value === "number" ? e.value : JSON.stringify(e.value)),
+    el("td", {class: "num"}, e.partition))));
+  const when = new Date().toLocaleTimeString();
+  if (failed) { status.textContent = `${failed.code}: ${failed.message}`; return; }
+  const stalePs = end.partitions.filter((p) => p.stale).map((p) => p.partition);
+  const missing = end.partitions.filter((p) => !p.available).map((p) => `${p.partition} (${p.reason})`);
+  status.textContent = `${end.count} entries scanned${numeric ? ", ranked by value" : ", in key order"}; ` +
+    (end.complete ? "complete" : `missing partitions ${missing.join(", ")}`) +
+    (stalePs.length ? `; stale partitions ${stalePs.join(", ")}` : "") + `; at ${when}`;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("#lookup").addEventListener("submit", lookup);
+  for (const id of ["#top-store", "#top-n", "#top-stale"]) $(id).addEventListener("change", refreshTop);
+  window.addEventListener("resize", () => { if (lastSnapshot) drawCharts(); });
+  connect();
+  setInterval(refreshTop, TOP_REFRESH_MS);
+  setTimeout(refreshTop, 1200);
+});
