@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from router.gateway.errors import bad_request
 DEFAULT_PAGE = 100
 MAX_PAGE = 10_000
 _MAX_INT64 = 2**63 - 1
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
 
 
 def boolean(q: Mapping[str, str], name: str) -> bool:
@@ -27,10 +29,9 @@ def integer(q: Mapping[str, str], name: str, default: int | None, lo: int, hi: i
     raw = q.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        v = int(raw, 10)
-    except ValueError:
-        raise bad_request(f"{name} must be an integer, got {raw!r}") from None
+    if not _INTEGER.fullmatch(raw):  # int() would also take " 5", "1_0", "+5" and other scripts' digits
+        raise bad_request(f"{name} must be an integer, got {raw!r}")
+    v = int(raw)
     if not lo <= v <= hi:
         raise bad_request(f"{name} must be between {lo} and {hi}, got {v}")
     return v

@@ -1,0 +1,95 @@
+"""The dashboard in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven
+by selenium): it loads, lists the three instances, and a key lookup shows the right value and the
+instance that served it. A screenshot is kept in ``build/artifacts/dashboard.png``.
+
+CI installs the browser (``.ci/run``); elsewhere the test is skipped when it is missing, and fails
+under CI=true rather than pass without a browser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.gateway.conftest import GatewayCluster
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+ARTIFACTS = Path(__file__).resolve().parents[3] / "build" / "artifacts"
+WAIT_S = 30
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None or DRIVER is None:
+        why = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1700"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCluster, browser: Any,
+                                                      tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    gc = gateway_cluster
+    ids = sorted(i.instance_id for i in gc.cluster.instances)
+    wait = WebDriverWait(browser, WAIT_S)
+    browser.get(gc.url + "/")
+
+    def listed(d: Any) -> list[str] | None:
+        rows = d.find_elements(By.CSS_SELECTOR, "#instances tbody tr[data-instance]")
+        got = sorted(r.get_attribute("data-instance") for r in rows)
+        return got if got == ids else None
+    assert wait.until(listed) == ids
+    states = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#instances td.state")]
+    assert states == ["RUNNING"] * 3
+
+    expected = gc.get("/v1/stores/counts/keys/kafka")[1]
+    key = browser.find_element(By.ID, "lookup-key")
+    key.clear()
+    key.send_keys("kafka")
+    browser.find_element(By.ID, "lookup-go").click()
+
+    def field(name: str) -> str:
+        return str(browser.find_element(By.CSS_SELECTOR, f'#lookup-result [data-field="{name}"]').text)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#lookup-result [data-field="value"]'))
+    assert field("value") == str(gc.truth["kafka"])
+    assert field("served_by") == expected["metadata"]["served_by"] and field("served_by") in ids
+    assert field("stale") == "up to date" and field("role") == "ACTIVE"
+
+    # live parts: the charts are drawn and the top-entries table is filled from a whole-store scan
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-updates canvas"))
+    top = max(gc.truth.values())
+    wait.until(lambda d: [c.text for c in d.find_elements(By.CSS_SELECTOR, "#top-table tbody tr td:nth-child(3)")][:1]
+               == [str(top)])
+    wait.until(lambda d: "complete" in d.find_element(By.ID, "top-status").text)
+
+    shot = tmp_path / "dashboard.png"
+    assert browser.save_screenshot(str(shot))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / "dashboard.png")
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
