@@ -22,8 +22,8 @@ from confluent_kafka.admin import AdminClient
 
 from instance.errors import StreamsException
 
-__all__ = ["GroupAdminError", "GroupMember", "describe_group_members", "error_name",
-           "fence_transactional_id", "remove_members"]
+__all__ = ["GroupAdminError", "GroupDescription", "GroupMember", "describe_group", "describe_group_members",
+           "error_name", "fence_transactional_id", "remove_members"]
 
 API_VERSIONS, FIND_COORDINATOR, LEAVE_GROUP = 18, 10, 13
 _RETRIABLE = frozenset({14, 15, 16})  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
@@ -42,6 +42,16 @@ class GroupMember:
     client_id: str
     group_instance_id: str | None
     host: str
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A consumer group as DescribeGroups answers: its state (confluent-kafka's ConsumerGroupState
+    name: ``STABLE``, ``PREPARING_REBALANCING``, ``COMPLETING_REBALANCING``, ``EMPTY``, ``DEAD``,
+    ``UNKNOWN``) and members."""
+
+    state: str
+    members: tuple[GroupMember, ...]
 
 
 def error_name(code: int) -> str:
@@ -238,14 +248,20 @@ def _coordinator(bootstrap: str, group_id: str, deadline: float) -> _Connection:
 # -- public API -----------------------------------------------------------------------------------------
 
 
-def describe_group_members(bootstrap: str, group_id: str, timeout: float = 10.0) -> list[GroupMember]:
-    """The members the coordinator lists for ``group_id`` (DescribeGroups)."""
+def describe_group(bootstrap: str, group_id: str, timeout: float = 10.0) -> GroupDescription:
+    """The group's state and the members the coordinator lists (DescribeGroups)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         described = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id].result(timeout)
     except KafkaException as e:
         raise GroupAdminError(f"describing group {group_id!r} on {bootstrap} failed: {e}") from e
-    return [GroupMember(m.member_id, m.client_id, m.group_instance_id, m.host) for m in described.members]
+    members = tuple(GroupMember(m.member_id, m.client_id, m.group_instance_id, m.host) for m in described.members)
+    return GroupDescription(described.state.name, members)
+
+
+def describe_group_members(bootstrap: str, group_id: str, timeout: float = 10.0) -> list[GroupMember]:
+    """The members the coordinator lists for ``group_id`` (DescribeGroups)."""
+    return list(describe_group(bootstrap, group_id, timeout).members)
 
 
 def remove_members(bootstrap: str, group_id: str, members: Sequence[GroupMember],

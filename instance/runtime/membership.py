@@ -13,6 +13,9 @@ harmless on Apache Kafka):
   then acts. So no member has uncommitted work when the rebalance starts, and nothing is processed
   twice. Peers resume at their next assignment (or, for a join that needed no rebalance — a static
   member coming back — when the intent is withdrawn, or after a timeout).
+* **Joins one at a time**, each with its own handover (see ``_take_join_turn``).
+* **Stuck rebalances.** A round unchanged for much longer than a healthy one is restarted by the
+  smallest live instance (runtime/stuck_rebalance.py).
 * **Dead members.** The smallest live instance removes the members of an instance whose heartbeats
   stopped for ``session.timeout.ms`` (Kafka's remove-members operation, KIP-345), after fencing its
   transactional ids so its open transaction is aborted and the last stable offset moves on. A
@@ -36,6 +39,7 @@ from instance.runtime.group_admin import (
     fence_transactional_id,
     remove_members,
 )
+from instance.runtime.stuck_rebalance import StuckRebalanceWatchdog
 from router.metadata import ClusterView, InstanceInfo
 
 if TYPE_CHECKING:
@@ -86,6 +90,9 @@ class MembershipCoordinator:
         self.ack_timeout_s = 10.0
         #: a paused peer resumes after this even if no rebalance came (the announcer died)
         self.quiesce_timeout_s = max(10.0, config.session_timeout_ms / 1000.0)
+        # healthy rounds take about a second here; Apache Kafka would wait max.poll.interval.ms
+        self._watchdog = StuckRebalanceWatchdog(config.bootstrap_servers, config.application_id,
+                                                stuck_s=max(15.0, 1.5 * config.session_timeout_ms / 1000.0))
 
     # -- announcer side ---------------------------------------------------------------------------
     def _announce(self, kind: str, subject: str) -> str:
@@ -133,11 +140,38 @@ class MembershipCoordinator:
                 if not static:
                     self._remove_previous_incarnation()
                 with self._action:
-                    self._await_acks(self._announce(JOIN, self.me))
+                    self._take_join_turn()
         except Exception as e:  # the join goes ahead: at worst peers redo uncommitted work
             log.warning("preparing the group join failed (%s); joining anyway", e)
         finally:
             self._join_done.set()
+
+    def _take_join_turn(self, timeout_s: float = 60.0) -> None:
+        """Announce our join and wait for the acks; if another instance announced its join
+        earlier, withdraw ours until it is done, then announce again. Joins one at a time: on the
+        dev broker a join arriving just as another round completes can strand a member's pending
+        JoinGroup (runtime/stuck_rebalance.py), and each join gets a handover of its own."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            intent = self._announce(JOIN, self.me)
+            self._await_acks(intent)
+            earlier = self._earlier_join(intent)
+            if earlier is None or time.monotonic() > deadline:
+                return
+            self.withdraw(intent)
+            log.info("joining after %s", earlier)
+            while self.still_announced(earlier) and time.monotonic() < deadline:
+                with self.view.changed:
+                    self.view.changed.wait(0.2)
+
+    def _earlier_join(self, intent: str) -> str | None:
+        """A join announced before ``intent`` by a live instance, still pending."""
+        def order(i: str) -> tuple[int, str]:
+            return int(i.rsplit(":", 1)[1]), i
+        pending = [i.intent for i in self.view.instances()
+                   if i.instance_id != self.me and i.intent and intent_kind(i.intent) == JOIN
+                   and self._announcing(i) and order(i.intent) < order(intent)]
+        return min(pending, key=order) if pending else None
 
     def joined(self) -> None:
         """A thread got its assignment: a pending join announcement is done."""
@@ -187,6 +221,7 @@ class MembershipCoordinator:
             self._publish_now()
         if in_group:
             self._remove_dead_members(live)
+            self._watch_rebalance(live)
 
     def _announcing(self, info: InstanceInfo) -> bool:
         """Heartbeating and not stopped (a leaving instance is PENDING_SHUTDOWN)."""
@@ -221,10 +256,20 @@ class MembershipCoordinator:
                 return False
         return True
 
-    # -- dead members ---------------------------------------------------------------------------------
+    # -- dead members and stuck rebalances --------------------------------------------------------------
+    def _is_janitor(self, live: list[InstanceInfo]) -> bool:
+        """One instance removes dead members and restarts stuck rebalances: the smallest live one."""
+        return bool(live) and min(i.instance_id for i in live) == self.me
+
+    def _watch_rebalance(self, live: list[InstanceInfo]) -> None:
+        if self._is_janitor(live) and any(i.state == "REBALANCING" for i in live):
+            self._watchdog.poke()
+        else:
+            self._watchdog.reset()
+
     def _remove_dead_members(self, live: list[InstanceInfo]) -> None:
-        if not live or min(i.instance_id for i in live) != self.me:
-            return  # one janitor: the smallest live instance
+        if not self._is_janitor(live):
+            return
         now = int(time.time() * 1000)
         for info in self.view.instances():
             key = (info.instance_id, info.heartbeat_ms)
