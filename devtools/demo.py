@@ -53,17 +53,21 @@ def run_demo(data_dir: Path, lines: int = 2000, exit_when_ready: bool = False, g
     data_dir = data_dir.resolve()
     broker = devbroker.start_broker(data_dir / "broker")
     print(f"dev broker at {broker.bootstrap} (data in {data_dir / 'broker'})", flush=True)
-    ensure_topic(broker.bootstrap, "streams-plaintext-input", 6)
     run_dir = data_dir / "instances"
     shutil.rmtree(run_dir, ignore_errors=True)
     app_id = f"wordcount-demo-{int(time.time())}"
-    cluster = LocalCluster(broker.bootstrap, APP, app_id, run_dir, size=3, extra_config=["num.standby.replicas=1"])
+    # input and output topics of this run only: the broker keeps its data between runs, and a new
+    # application reads its input from the beginning, so a shared topic would count earlier runs' text
+    topic = f"{app_id}-lines"
+    ensure_topic(broker.bootstrap, topic, 6)
+    cluster = LocalCluster(broker.bootstrap, APP, app_id, run_dir, size=3, extra_config=["num.standby.replicas=1"],
+                           env={"WORDCOUNT_INPUT_TOPIC": topic, "WORDCOUNT_OUTPUT_TOPIC": f"{app_id}-counts"})
     gateway = GatewayProcess(broker.bootstrap, app_id, run_dir / "gateway.log", port=_port_or_free(gateway_port))
     cluster.start()
     try:
         cluster.wait_running(120)
         text = sample_lines(lines, seed=int(time.time()))
-        produce(broker.bootstrap, "streams-plaintext-input", ((None, t.encode()) for t in text))
+        produce(broker.bootstrap, topic, ((None, t.encode()) for t in text))
         truth = collections.Counter(w for t in text for w in re.split(r"\W+", t.lower()) if w)
         first = cluster.instances[0]
         with QueryClient(first.target) as q:
@@ -104,7 +108,7 @@ def run_demo(data_dir: Path, lines: int = 2000, exit_when_ready: bool = False, g
 
         signal.signal(signal.SIGTERM, interrupt)  # stop the instances on SIGTERM too
         stop = [False]
-        feeder = threading.Thread(target=_feed, args=(broker.bootstrap, "streams-plaintext-input", feed_rate, stop),
+        feeder = threading.Thread(target=_feed, args=(broker.bootstrap, topic, feed_rate, stop),
                                   daemon=True)
         if feed_rate > 0:
             feeder.start()
