@@ -56,11 +56,13 @@ def run_demo(data_dir: Path, lines: int = 2000, exit_when_ready: bool = False, g
     run_dir = data_dir / "instances"
     shutil.rmtree(run_dir, ignore_errors=True)
     app_id = f"wordcount-demo-{int(time.time())}"
-    # input and output topics of this run only: the broker keeps its data between runs, and a new
+    # commits every second so the dashboard's positions, rates and standbys move live; input and
+    # output topics of this run only: the broker keeps its data between runs, and a new
     # application reads its input from the beginning, so a shared topic would count earlier runs' text
     topic = f"{app_id}-lines"
     ensure_topic(broker.bootstrap, topic, 6)
-    cluster = LocalCluster(broker.bootstrap, APP, app_id, run_dir, size=3, extra_config=["num.standby.replicas=1"],
+    cluster = LocalCluster(broker.bootstrap, APP, app_id, run_dir, size=3,
+                           extra_config=["num.standby.replicas=1", "commit.interval.ms=1000"],
                            env={"WORDCOUNT_INPUT_TOPIC": topic, "WORDCOUNT_OUTPUT_TOPIC": f"{app_id}-counts"})
     gateway = GatewayProcess(broker.bootstrap, app_id, run_dir / "gateway.log", port=_port_or_free(gateway_port))
     cluster.start()

@@ -2,9 +2,9 @@
 (Metadata RPC) asked about once a second, plus rates from one snapshot to the next.
 
 Rates are what the metadata lets us derive: *store updates/s* is the growth of the changelog
-positions of the partitions an instance held active in both snapshots (a partition that moved is
-left out for that interval); *queries/s* counts the answers each instance gave through this
-gateway (:class:`GatewayMetrics`). Lag is the sum an instance reports over its store partitions.
+positions of the partitions an instance held active at both ends of a 30 s window (a partition
+that moved is left out); *queries/s* counts the answers each instance gave through this gateway
+(:class:`GatewayMetrics`) over 5 s. Lag is the sum an instance reports over its store partitions.
 """
 
 from __future__ import annotations
@@ -89,27 +89,46 @@ class Snapshot:
         }
 
 
-def _active_positions(md: dict[str, Any]) -> dict[tuple[str, str, int], int]:
-    return {(i["instance_id"], s["store"], s["partition"]): s["position"]
-            for i in md["instances"] for s in i["stores"] if s["role"] == "ACTIVE" and s["position"] >= 0}
+#: rates are averaged over this much of the recent past: changelog positions move once per commit
+#: (commit.interval.ms, 30 s by default), queries whenever someone asks
+UPDATES_WINDOW_S = 30.0
+QUERIES_WINDOW_S = 5.0
 
 
-def rates_between(prev: Snapshot | None, md: dict[str, Any], at: float, answers: dict[str, int],
-                  prev_answers: dict[str, int]) -> dict[str, dict[str, float]]:
-    """Per instance: store updates/s and queries/s since ``prev``, and its summed lag now."""
-    dt = at - prev.at if prev is not None and prev.metadata else 0.0
-    before = _active_positions(prev.metadata) if dt > 0 and prev is not None else {}
+@dataclass(frozen=True)
+class Sample:
+    """What rates are computed from: active changelog positions and answers counted, at a time."""
+
+    at: float
+    positions: dict[tuple[str, str, int], int]  # (instance, store, partition) -> position, ACTIVE only
+    answers: dict[str, int]
+
+    @staticmethod
+    def of(md: dict[str, Any], at: float, answers: dict[str, int]) -> Sample:
+        return Sample(at, {(i["instance_id"], s["store"], s["partition"]): s["position"] for i in md["instances"]
+                           for s in i["stores"] if s["role"] == "ACTIVE" and s["position"] >= 0}, dict(answers))
+
+
+def rates(md: dict[str, Any], now: Sample, updates_base: Sample | None,
+          queries_base: Sample | None) -> dict[str, dict[str, float]]:
+    """Per instance: store updates/s since ``updates_base`` (partitions active on that instance at
+    both times), answers/s since ``queries_base``, and its summed lag now."""
     updates: dict[str, float] = {}
-    for (iid, store, p), pos in _active_positions(md).items():
-        if (iid, store, p) in before:
-            updates[iid] = updates.get(iid, 0.0) + max(0, pos - before[(iid, store, p)])
+    if updates_base is not None and now.at > updates_base.at:
+        for key, pos in now.positions.items():
+            if key in updates_base.positions:
+                updates[key[0]] = updates.get(key[0], 0.0) + max(0, pos - updates_base.positions[key])
     out = {}
     for inst in md["instances"]:
         iid = inst["instance_id"]
-        q = answers.get(iid, 0) - prev_answers.get(iid, 0)
-        out[iid] = {"store_updates_per_s": round(updates.get(iid, 0.0) / dt, 2) if dt > 0 else 0.0,
-                    "queries_per_s": round(max(0, q) / dt, 2) if dt > 0 else 0.0,
-                    "lag": float(sum(max(0, s["lag"]) for s in inst["stores"]))}
+        r = {"store_updates_per_s": 0.0, "queries_per_s": 0.0,
+             "lag": float(sum(max(0, s["lag"]) for s in inst["stores"]))}
+        if updates_base is not None and now.at > updates_base.at:
+            r["store_updates_per_s"] = round(updates.get(iid, 0.0) / (now.at - updates_base.at), 2)
+        if queries_base is not None and now.at > queries_base.at:
+            q = now.answers.get(iid, 0) - queries_base.answers.get(iid, 0)
+            r["queries_per_s"] = round(max(0, q) / (now.at - queries_base.at), 2)
+        out[iid] = r
     return out
 
 
@@ -127,7 +146,7 @@ class SnapshotPoller:
         self.latest: Snapshot | None = None
         self.history: deque[dict[str, Any]] = deque(maxlen=keep)
         self.changed = asyncio.Condition()
-        self._answers: dict[str, int] = {}
+        self._samples: deque[Sample] = deque()
 
     async def poll_once(self) -> Snapshot:
         at = time.time()
@@ -140,9 +159,12 @@ class SnapshotPoller:
                             prev.rates if prev else {}, error=msg)
         else:
             md = metadata_to_json(reply)
-            answers = self.metrics.answers_by_instance()
-            snap = Snapshot(at, via, md, rates_between(self.latest, md, at, answers, self._answers))
-            self._answers = answers
+            now = Sample.of(md, at, self.metrics.answers_by_instance())
+            snap = Snapshot(at, via, md, rates(md, now, self._base(at - UPDATES_WINDOW_S),
+                                                self._base(at - QUERIES_WINDOW_S)))
+            self._samples.append(now)
+            while self._samples and self._samples[0].at < at - UPDATES_WINDOW_S:
+                self._samples.popleft()
             self.history.append({"t": at, "rates": snap.rates})
             if self.on_alive is not None:
                 self.on_alive([i["endpoint"] for i in md["instances"] if i["alive"] and i["endpoint"]])
@@ -150,6 +172,10 @@ class SnapshotPoller:
         async with self.changed:
             self.changed.notify_all()
         return snap
+
+    def _base(self, since: float) -> Sample | None:
+        """The oldest sample taken at or after ``since`` (the start of a rate's window)."""
+        return next((x for x in self._samples if x.at >= since), None)
 
     async def run(self) -> None:
         while True:

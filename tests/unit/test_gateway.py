@@ -22,7 +22,7 @@ from router.gateway.metrics import GatewayMetrics
 from router.gateway.openapi import document
 from router.gateway.params import ReadParams, ScanParams
 from router.gateway.prometheus import render
-from router.gateway.snapshot import Snapshot, metadata_to_json, rates_between, store_replicas
+from router.gateway.snapshot import Sample, Snapshot, metadata_to_json, rates, store_replicas
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
@@ -163,11 +163,19 @@ def _md(pos0: int, pos1: int, lag: int = 0) -> dict[str, Any]:
 
 
 def test_rates_from_one_snapshot_to_the_next() -> None:
-    first = Snapshot(100.0, "h:1", _md(10, 20))
-    rates = rates_between(first, _md(30, 20, lag=4), 102.0, {"i0": 6}, {"i0": 2})
-    assert rates["i0"] == {"store_updates_per_s": 10.0, "queries_per_s": 2.0, "lag": 0.0}
-    assert rates["i1"] == {"store_updates_per_s": 0.0, "queries_per_s": 0.0, "lag": 4.0}
-    assert rates_between(None, _md(1, 1), 1.0, {}, {})["i0"]["store_updates_per_s"] == 0.0
+    first = Sample.of(_md(10, 20), 100.0, {"i0": 2})
+    later = Sample.of(_md(30, 20), 101.0, {"i0": 4})
+    md = _md(30, 20, lag=4)
+    now = Sample.of(md, 102.0, {"i0": 6})
+    got = rates(md, now, first, later)
+    assert got["i0"] == {"store_updates_per_s": 10.0, "queries_per_s": 2.0, "lag": 0.0}
+    assert got["i1"] == {"store_updates_per_s": 0.0, "queries_per_s": 0.0, "lag": 4.0}
+    assert rates(md, now, None, None)["i0"]["store_updates_per_s"] == 0.0
+    # a partition that moved to another instance in the window does not count for either
+    moved = metadata_to_json(pb.MetadataReply(instances=[pb.InstanceMetadata(
+        instance_id="i1", alive=True, stores=[pb.StorePartition(store="counts", partition=0, role="ACTIVE",
+                                                                position=50)])]))
+    assert rates(moved, Sample.of(moved, 102.0, {}), first, None)["i1"]["store_updates_per_s"] == 0.0
     (store,) = store_replicas(_md(5, 6))
     assert store["replicas"][0]["active"]["instance_id"] == "i0"
     assert [r["instance_id"] for r in store["replicas"][0]["standbys"]] == ["i1"]
