@@ -100,17 +100,22 @@ async def get_all(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-store"})
     await response.prepare(request)
     count = 0
-    while chunk:
-        count += len(chunk)
-        await response.write(b"".join(json.dumps(_entry(i)).encode() + b"\n" for i in chunk))
-        try:
-            chunk = await gw.backend.run(lambda: _take(it, STREAM_CHUNK))
-        except grpc.RpcError as e:
-            await response.write(json.dumps(from_rpc_error(e).body()).encode() + b"\n")
-            await response.write_eof()
-            return response
-    await response.write(json.dumps({"end": _scan_summary(gw, store, scan, count, via)}).encode() + b"\n")
-    await response.write_eof()
+    last: dict[str, Any] | None = None
+    try:
+        while chunk:
+            count += len(chunk)
+            await response.write(b"".join(json.dumps(_entry(i)).encode() + b"\n" for i in chunk))
+            try:
+                chunk = await gw.backend.run(lambda: _take(it, STREAM_CHUNK))
+            except grpc.RpcError as e:
+                last = from_rpc_error(e).body()
+                break
+        if last is None:
+            last = {"end": _scan_summary(gw, store, scan, count, via)}
+        await response.write(json.dumps(last).encode() + b"\n")
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the client went away; the rest of the scan is never asked for
     return response
 
 

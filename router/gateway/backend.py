@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -23,6 +24,9 @@ from router.gateway.discovery import Discovery
 from router.gateway.errors import UNREACHABLE, is_refusal, unavailable
 
 T = TypeVar("T")
+
+#: an entry that failed is asked after the others for this long (it may be down or hung)
+SUSPECT_S = 10.0
 
 
 class Backend:
@@ -36,14 +40,26 @@ class Backend:
         self._clients: dict[str, QueryClient] = {}
         self._lock = threading.Lock()
         self._preferred = ""
+        #: endpoint -> when it last could not be reached or did not answer in time (monotonic)
+        self._failed: dict[str, float] = {}
 
     def entries(self) -> list[str]:
-        """Endpoints to try, the last one that answered first."""
+        """Endpoints to try: the last one that answered first, those that failed lately last."""
         known = self.discovery.endpoints()
         if self._preferred in known:
             known.remove(self._preferred)
             known.insert(0, self._preferred)
-        return known
+        now = time.monotonic()
+
+        def failed_lately(endpoint: str) -> bool:
+            t = self._failed.get(endpoint)
+            return t is not None and now - t < SUSPECT_S
+        return sorted(known, key=failed_lately)  # stable: False (fine) before True (suspect)
+
+    def _suspect(self, endpoint: str) -> None:
+        self._failed[endpoint] = time.monotonic()
+        if self._preferred == endpoint:
+            self._preferred = ""
 
     def client(self, endpoint: str) -> QueryClient:
         with self._lock:
@@ -65,8 +81,11 @@ class Backend:
             try:
                 result = await self.run(functools.partial(fn, self.client(endpoint)))
             except grpc.RpcError as e:
+                if e.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+                    self._suspect(endpoint)  # hung or overloaded: others first next time; no time left now
                 if e.code() is not grpc.StatusCode.UNAVAILABLE or is_refusal(e):
                     raise
+                self._suspect(endpoint)
                 failures.append(f"{endpoint}: {e.details()}")
                 continue
             self._preferred = endpoint

@@ -49,7 +49,7 @@ async def events(request: web.Request) -> web.StreamResponse:
                 break
             await response.write(sse("snapshot", gw.poller.latest.to_json(gw.metrics)))
             sent += 1
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:
         return response  # the client went away
     await response.write_eof()
     return response

@@ -4,6 +4,7 @@ document against the routes, and the application's own answers (aiohttp test cli
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from concurrent import futures
@@ -91,7 +92,8 @@ class Fake(pb_grpc.InteractiveQueryServicer):
         self.calls += 1
         if self.refuse:
             context.abort(grpc.StatusCode.UNAVAILABLE, "REBALANCING: not now")
-        return pb.GetReply(found=True, value_json="1", metadata=pb.ReadMetadata(served_by=self.name, role="ACTIVE"))
+        return pb.GetReply(found=True, value_json=json.dumps(request.key),
+                           metadata=pb.ReadMetadata(served_by=self.name, role="ACTIVE"))
 
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         return pb.MetadataReply(asked=self.name, instances=[pb.InstanceMetadata(
@@ -121,7 +123,7 @@ async def test_an_unreachable_entry_is_skipped_but_a_refusal_is_the_answer(serve
     try:
         reply, via = await backend.call(lambda c: c.get("s", "k"))
         assert (reply.metadata["served_by"], via) == ("a", a)
-        assert backend.entries()[0] == a  # the one that answered is asked first from now on
+        assert backend.entries() == [a, dead]  # the one that answered first, the unreachable one last
 
         refusing = Backend(Discovery([b, a]), timeout=5)
         with pytest.raises(grpc.RpcError) as e:
@@ -234,3 +236,14 @@ async def test_without_any_instance_the_gateway_answers_503_and_stays_healthy() 
         r = await client.get("/metrics")
         assert 'iqmesh_gateway_requests_total{method="GET",route="/v1/stores/{store}/keys/{key}",status="503"} 1' \
             in await r.text()
+
+
+async def test_keys_are_taken_from_the_path_as_they_were_sent(servers: list[tuple[str, Fake]]) -> None:
+    (a, _), _ = servers
+    app = create_app(GatewayConfig(seeds=(a,), timeout=5))
+    async with TestClient(TestServer(app)) as client:
+        for sent, key in (("a%2Fb", "a/b"), ("x/y", "x/y"), ("%C3%BC%20z", "\u00fc z"), ("100%25", "100%"),
+                          ("a%3Fb", "a?b")):
+            r = await client.get(f"/v1/stores/s/keys/{sent}")
+            body = await r.json()
+            assert (r.status, body["key"], body["value"], body["via"]) == (200, key, key, a), sent
