@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from instance.state.change import Change
 from instance.topology.processor import BaseProcessor, ProcessorContext
 
 
@@ -109,17 +110,18 @@ class BranchProcessor(BaseProcessor):
 
 class StoreForwardingProcessor(BaseProcessor):
     """Base of processors that write a store: changes reach children when they reach the store
-    (at once without caching, on cache flush with it)."""
+    (at once without caching, on cache flush with it). Children get the new value; the store's
+    listener also has the old one (``Change``), for a child that will want it."""
 
     store_name: str
 
     def init(self, context: ProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
-        ctx = context
+        forward = context.forward
 
-        def on_change(key: Any, value: Any, timestamp: int) -> None:
-            ctx.forward(key, value, timestamp)
+        def on_change(key: Any, change: Change, timestamp: int) -> None:
+            forward(key, change.new_value, timestamp)
 
         self.store.set_flush_listener(on_change)
         self._get = self.store.get
@@ -154,8 +156,8 @@ class ReduceProcessor(StoreForwardingProcessor):
     def process(self, key: Any, value: Any) -> None:
         if key is None or value is None:
             return
-        old = self.store.get(key)
-        self.store.put(key, value if old is None else self.reducer(old, value), self.context.timestamp)
+        old = self._get(key)
+        self._put(key, value if old is None else self.reducer(old, value), self._record.timestamp)
 
 
 class CountProcessor(StoreForwardingProcessor):
@@ -180,4 +182,4 @@ class TableSourceProcessor(StoreForwardingProcessor):
     def process(self, key: Any, value: Any) -> None:
         if key is None:
             return
-        self.store.put(key, value, self.context.timestamp)
+        self._put(key, value, self._record.timestamp)

@@ -1,0 +1,105 @@
+"""Kafka Streams' ``MeteredKeyValueStore``: the top of a store, the API processors, queries and
+the runtime hold; the closed check and counters.
+
+Unlike Kafka Streams' (serdes, per-call latency sensors), it adds no Python call on the hot path:
+``get``, ``put``, ``put_if_absent``, ``delete``, ``flush_cache`` and ``restore_batch`` are the typed
+layer's bound methods, set as attributes. Measured with cachegrind, a delegating ``get`` cost ~37%
+more instructions than the cached get itself, and a per-call counter ~20% on top; so the counters
+are per durable flush and per batch written, not per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from instance.errors import InvalidStateStoreException
+from instance.state.bytes_store import BytesStore
+from instance.state.spec import StoreSpec
+from instance.state.typed_store import FlushListener, TypedStoreBase
+
+
+class MeteredKeyValueStore:
+    """One task's typed key-value store (cached or not, change-logged or not)."""
+
+    get: Callable[[Any], Any]
+    #: put(key, value, timestamp=0)
+    put: Callable[..., None]
+    #: put_if_absent(key, value, timestamp=0) -> the value already there, or None
+    put_if_absent: Callable[..., Any]
+    #: delete(key, timestamp=0) -> the old value
+    delete: Callable[..., Any]
+    #: cache -> lower layers (bytes store, changelog), then forward to the flush listener
+    flush_cache: Callable[[], None]
+    #: changelog records straight to the bytes store (bypasses cache and changelog)
+    restore_batch: Callable[[list[tuple[bytes, bytes | None]]], None]
+    set_flush_listener: Callable[[FlushListener | None], None]
+
+    def __init__(self, spec: StoreSpec, inner: BytesStore, store: TypedStoreBase) -> None:
+        self.name = spec.name
+        self.spec = spec
+        #: the bytes store at the bottom
+        self.inner = inner
+        self._store = store
+        self._open = True
+        self.flushes = 0
+        self.get = store.get
+        self.put = store.put
+        self.put_if_absent = store.put_if_absent
+        self.delete = store.delete
+        self.flush_cache = store.flush_cache
+        self.restore_batch = store.restore_batch
+        self.set_flush_listener = store.set_flush_listener
+
+    @property
+    def before_write(self) -> Callable[[], None] | None:
+        """Called before each batch reaches the bytes store."""
+        return self._store.before_write
+
+    @before_write.setter
+    def before_write(self, hook: Callable[[], None] | None) -> None:
+        self._store.before_write = hook
+
+    def flush(self) -> None:
+        """``flush_cache``, then a durable flush of the bytes store (commit)."""
+        self.flushes += 1
+        self._store.flush()
+
+    def counters(self) -> dict[str, int]:
+        """Cheap counts: durable flushes (commits), batches and records written below."""
+        s = self._store
+        return {"flushes": self.flushes, "batches_written": s.batches_written,
+                "records_written": s.records_written}
+
+    # -- queries (from other threads) ---------------------------------------------------------
+    def _check_open(self) -> None:
+        if not self._open:
+            raise InvalidStateStoreException(f"store {self.name} is closed (migrated?)")
+
+    def query_get(self, key: Any) -> Any:
+        """Read for an interactive query: cache first, then the bytes store; never fills the cache."""
+        self._check_open()
+        return self._store.query_get(key)
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        """All entries in key-byte order, the cache overlaid on the bytes store."""
+        self._check_open()
+        return self._store.range(None, None)
+
+    def range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        """Entries with ``start <= key <= end`` (inclusive, by serialized key) in key-byte order,
+        the cache overlaid on the bytes store (a cached None hides a stored key)."""
+        self._check_open()
+        return self._store.range(start, end)
+
+    def approximate_num_entries(self) -> int:
+        self._check_open()
+        return self._store.approximate_num_entries()
+
+    def close(self) -> None:
+        self._open = False
+        self._store.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open

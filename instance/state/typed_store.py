@@ -1,0 +1,188 @@
+"""What the two typed layers (caching on: ``caching.py``, caching off: ``uncached.py``) share: the
+serdes, typed Python values over the bytes store, and the batched writes below.
+
+Values stay Python objects until a batch is written: serializing once per key per batch, not per
+put, is most of what a store costs in Python. ``_cache`` holds the latest value of every key it
+has (``None``: absent): those put and not written below yet (``_dirty``), and clean copies of the
+bytes store, kept so the old value of a later put is known without a store read. A get hit is one
+dict lookup and a cached put two dict stores, as before the layers were split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from operator import itemgetter
+from typing import Any
+
+from instance.state.bytes_store import BytesStore
+from instance.state.change import Change
+from instance.state.change_logging import Batch, ChangeLoggingKeyValueStore
+from instance.state.spec import StoreSpec
+
+#: receives (key, Change(new value, old value), timestamp) for each change reaching the store
+FlushListener = Callable[[Any, Change, int], None]
+
+MISSING: Any = object()
+#: the smallest write batch / dict bound, whatever the configured cache size
+MIN_BUFFER = 1000
+#: Change(new, old) without NamedTuple.__new__'s Python frame: ``new_change(Change, (new, old))``
+new_change = tuple.__new__
+_key_value = itemgetter(0, 1)
+
+
+class TypedStoreBase:
+    """Typed reads and queries over ``inner``; subclasses decide when a put is forwarded."""
+
+    def __init__(self, spec: StoreSpec, inner: BytesStore, logged: ChangeLoggingKeyValueStore | None,
+                 cache_max_entries: int) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.inner = inner
+        self._logged = logged
+        self._ks = spec.key_serde.serialize
+        self._kd = spec.key_serde.deserialize
+        self._vs = spec.value_serde.serialize
+        self._vd = spec.value_serde.deserialize
+        self._read = inner.get
+        self._max = max(cache_max_entries, MIN_BUFFER)
+        #: latest typed value per key: dirty ones and clean copies of the bytes store
+        self._cache: dict[Any, Any] = {}
+        #: keys whose value is not written below yet -> timestamp of the last put
+        self._dirty: dict[Any, int] = {}
+        self._listener: FlushListener | None = None
+        #: called before each batch reaches the bytes store (the task invalidates its checkpoint:
+        #: the store now holds writes the checkpoint does not describe)
+        self.before_write: Callable[[], None] | None = None
+        #: batches and records written below (counted per batch: nothing is counted per put)
+        self.batches_written = 0
+        self.records_written = 0
+
+    def set_flush_listener(self, listener: FlushListener | None) -> None:
+        self._listener = listener
+
+    def put(self, key: Any, value: Any, timestamp: int = 0) -> None:
+        raise NotImplementedError
+
+    def flush_cache(self) -> None:
+        """Write the dirty values below as one batch (and forward them, when caching)."""
+        raise NotImplementedError
+
+    # -- reads --------------------------------------------------------------------------------
+    def get(self, key: Any) -> Any:
+        v = self._cache.get(key, MISSING)
+        if v is not MISSING:
+            return v
+        v = self._load(key)
+        if len(self._cache) >= self._max:
+            self._make_room()
+        self._cache[key] = v  # read-through: a later put knows its old value
+        return v
+
+    def _load(self, key: Any) -> Any:
+        """The value in the bytes store (the last one written below)."""
+        data = self._read(self._ks(key))  # type: ignore[arg-type]
+        return None if data is None else self._vd(data)
+
+    def query_get(self, key: Any) -> Any:
+        """A read from another thread (interactive queries): never changes the cache."""
+        v = self._cache.get(key, MISSING)
+        return self._load(key) if v is MISSING else v
+
+    def put_if_absent(self, key: Any, value: Any, timestamp: int = 0) -> Any:
+        old = self.get(key)
+        if old is None:
+            self.put(key, value, timestamp)
+        return old
+
+    def delete(self, key: Any, timestamp: int = 0) -> Any:
+        old = self.get(key)
+        self.put(key, None, timestamp)
+        return old
+
+    # -- the bound ----------------------------------------------------------------------------
+    def _make_room(self) -> None:
+        """The cache is full: drop its clean entries. When dirty ones fill most of it, flush them
+        first (else every later miss would copy them again)."""
+        if len(self._dirty) > self._max // 2:
+            self.flush_cache()
+        self._keep_only_dirty()
+
+    def _keep_only_dirty(self) -> None:
+        cache, dirty = self._cache, self._dirty
+        self._cache = {k: cache[k] for k in dirty} if dirty else {}
+
+    # -- writes below -------------------------------------------------------------------------
+    def _take_dirty(self) -> tuple[dict[Any, int], list[Any], Batch]:
+        """Swap out the dirty keys: (key -> timestamp, their values, the batch), serialized once."""
+        dirty, self._dirty = self._dirty, {}
+        values = list(map(self._cache.__getitem__, dirty))
+        vs = self._vs
+        vbs = [None if v is None else vs(v) for v in values]
+        batch: Batch = list(zip(map(self._ks, dirty), vbs, dirty.values(), strict=True))  # type: ignore[arg-type]
+        return dirty, values, batch
+
+    def _write_below(self, batch: Batch) -> None:
+        if self.before_write is not None:
+            self.before_write()
+        if self._logged is not None:
+            self._logged.write_batch(batch)
+        else:
+            self.inner.write(map(_key_value, batch))
+        self.batches_written += 1
+        self.records_written += len(batch)
+
+    def _after_write(self) -> None:
+        """All entries are clean: when over the bound, drop them (reads fall through)."""
+        if len(self._cache) > self._max:
+            self._cache = {}
+
+    def flush(self) -> None:
+        """``flush_cache`` and a durable flush of the bytes store (commit)."""
+        self.flush_cache()
+        self.inner.flush()
+
+    # -- restore (bypasses the cache and the changelog) ----------------------------------------
+    def restore_batch(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.inner.write(records)
+        if self._cache:
+            kd = self._kd
+            for kb, _ in records:
+                self._forget(kd(kb))
+
+    def _forget(self, key: Any) -> None:
+        self._cache.pop(key, None)
+        self._dirty.pop(key, None)
+
+    # -- queries ------------------------------------------------------------------------------
+    def range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        """Entries with ``start <= key <= end`` (by serialized key; None = unbounded) in key-byte
+        order, the cache overlaid on the bytes store (a cached None hides a stored key)."""
+        ks, kd, vd = self._ks, self._kd, self._vd
+
+        def key_bytes(k: Any) -> bytes:
+            kb = ks(k)
+            if kb is None:
+                raise ValueError(f"store {self.name}: key must not be None")
+            return kb
+
+        sb = None if start is None else key_bytes(start)
+        eb = None if end is None else key_bytes(end) + b"\x00"  # inclusive end, like Kafka Streams
+        stored = dict(self.inner.items(sb, eb))
+        overlay: dict[bytes, Any] = {}
+        for k, v in list(self._cache.items()):
+            kb = key_bytes(k)
+            if (sb is None or kb >= sb) and (eb is None or kb < eb):
+                overlay[kb] = v
+        for kb in sorted(stored.keys() | overlay.keys()):
+            if kb in overlay:
+                v = overlay[kb]
+                if v is not None:
+                    yield kd(kb), v
+            else:
+                yield kd(kb), vd(stored[kb])
+
+    def approximate_num_entries(self) -> int:
+        return self.inner.approximate_num_entries() + len(self._dirty)
+
+    def close(self) -> None:
+        self.inner.close()
