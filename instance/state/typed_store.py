@@ -167,19 +167,28 @@ class TypedStoreBase:
 
         sb = None if start is None else key_bytes(start)
         eb = None if end is None else key_bytes(end) + b"\x00"  # inclusive end, like Kafka Streams
-        stored = dict(self.inner.items(sb, eb))
-        overlay: dict[bytes, Any] = {}
+        overlay: list[tuple[bytes, Any]] = []
         for k, v in list(self._cache.items()):
             kb = key_bytes(k)
             if (sb is None or kb >= sb) and (eb is None or kb < eb):
-                overlay[kb] = v
-        for kb in sorted(stored.keys() | overlay.keys()):
-            if kb in overlay:
-                v = overlay[kb]
-                if v is not None:
-                    yield kd(kb), v
+                overlay.append((kb, v))
+        overlay.sort(key=lambda e: e[0])
+        # a lazy merge: a page of a scan reads only as far into the store as it yields
+        i, n = 0, len(overlay)
+        for kb, vb in self.inner.items(sb, eb):
+            while i < n and overlay[i][0] < kb:
+                if overlay[i][1] is not None:
+                    yield kd(overlay[i][0]), overlay[i][1]
+                i += 1
+            if i < n and overlay[i][0] == kb:
+                if overlay[i][1] is not None:
+                    yield kd(kb), overlay[i][1]
+                i += 1
             else:
-                yield kd(kb), vd(stored[kb])
+                yield kd(kb), vd(vb)
+        for kb, v in overlay[i:]:
+            if v is not None:
+                yield kd(kb), v
 
     def approximate_num_entries(self) -> int:
         return self.inner.approximate_num_entries() + len(self._dirty)
