@@ -51,21 +51,24 @@ def browser() -> Iterator[Any]:
 
 def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCluster, browser: Any,
                                                       tmp_path: Path) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     gc = gateway_cluster
     ids = sorted(i.instance_id for i in gc.cluster.instances)
-    wait = WebDriverWait(browser, WAIT_S)
-    browser.get(gc.url + "/")
+    # the page re-renders its tables on every snapshot (about a second), so it is read in one
+    # script call each time rather than element by element (elements go stale in between)
+    wait = WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
 
-    def listed(d: Any) -> list[str] | None:
-        rows = d.find_elements(By.CSS_SELECTOR, "#instances tbody tr[data-instance]")
-        got = sorted(r.get_attribute("data-instance") for r in rows)
-        return got if got == ids else None
-    assert wait.until(listed) == ids
-    states = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#instances td.state")]
-    assert states == ["RUNNING"] * 3
+    def texts(selector: str, attr: str = "") -> list[str]:
+        script = ("return [...document.querySelectorAll(arguments[0])]"
+                  ".map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.textContent.trim())")
+        return list(browser.execute_script(script, selector, attr))
+
+    browser.get(gc.url + "/")
+    wait.until(lambda _: sorted(texts("#instances tbody tr[data-instance]", "data-instance")) == ids)
+    wait.until(lambda _: texts("#instances td.state") == ["RUNNING"] * 3)
 
     expected = gc.get("/v1/stores/counts/keys/kafka")[1]
     key = browser.find_element(By.ID, "lookup-key")
@@ -74,18 +77,18 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
     browser.find_element(By.ID, "lookup-go").click()
 
     def field(name: str) -> str:
-        return str(browser.find_element(By.CSS_SELECTOR, f'#lookup-result [data-field="{name}"]').text)
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#lookup-result [data-field="value"]'))
+        (text,) = texts(f'#lookup-result [data-field="{name}"]')
+        return text
+    wait.until(lambda _: texts('#lookup-result [data-field="value"]'))
     assert field("value") == str(gc.truth["kafka"])
     assert field("served_by") == expected["metadata"]["served_by"] and field("served_by") in ids
     assert field("stale") == "up to date" and field("role") == "ACTIVE"
 
     # live parts: the charts are drawn and the top-entries table is filled from a whole-store scan
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-updates canvas"))
-    top = max(gc.truth.values())
-    wait.until(lambda d: [c.text for c in d.find_elements(By.CSS_SELECTOR, "#top-table tbody tr td:nth-child(3)")][:1]
-               == [str(top)])
-    wait.until(lambda d: "complete" in d.find_element(By.ID, "top-status").text)
+    wait.until(lambda _: texts("#chart-updates canvas", "class"))
+    top = str(max(gc.truth.values()))
+    wait.until(lambda _: texts("#top-table tbody tr td:nth-child(3)")[:1] == [top])
+    wait.until(lambda _: "complete" in texts("#top-status")[0])
 
     shot = tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(shot))
