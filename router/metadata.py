@@ -47,6 +47,19 @@ class StorePartitionInfo:
 
 
 @dataclass(frozen=True)
+class StoreInfo:
+    """What every instance knows of a store from its topology, published so that readers of the
+    changelogs (the Spark snapshot job) need no flags: changelog topic ("" when not logged),
+    serde names, partitions (tasks)."""
+
+    store: str
+    changelog: str
+    key_serde: str
+    value_serde: str
+    partitions: int
+
+
+@dataclass(frozen=True)
 class InstanceInfo:
     instance_id: str
     endpoint: str
@@ -65,6 +78,8 @@ class InstanceInfo:
     threads: int = 1
     #: group member id of each stream thread (what the ``range`` assignor sorts by)
     member_ids: tuple[str, ...] = ()
+    #: every store of the topology (the same on every instance running it)
+    store_catalog: tuple[StoreInfo, ...] = ()
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -78,7 +93,9 @@ class InstanceInfo:
         d["acks"] = tuple(d.get("acks", ()))
         d["member_ids"] = tuple(d.get("member_ids", ()))
         d["stores"] = tuple(StorePartitionInfo(**s) for s in d.get("stores", ()))
-        return InstanceInfo(**d)
+        d["store_catalog"] = tuple(StoreInfo(**s) for s in d.get("store_catalog", ()))
+        known = InstanceInfo.__dataclass_fields__
+        return InstanceInfo(**{k: v for k, v in d.items() if k in known})  # a newer writer's fields: ignored
 
 
 @dataclass(frozen=True)

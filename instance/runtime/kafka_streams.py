@@ -33,6 +33,7 @@ from router.metadata import (
     ClusterView,
     InstanceInfo,
     KeyQueryMetadata,
+    StoreInfo,
     StorePartitionInfo,
 )
 from router.partitioner import default_partition
@@ -246,7 +247,17 @@ class KafkaStreams:
             acks=self.membership.acks if self.membership else (),
             threads=self.config.num_stream_threads,
             member_ids=tuple(t.member_id for t in self.threads if t.member_id),
+            store_catalog=self._store_catalog(),
         )
+
+    def _store_catalog(self) -> tuple[StoreInfo, ...]:
+        if self.layout is None:
+            return ()
+        specs, layout = self.topology.stores, self.layout
+        return tuple(sorted((StoreInfo(name, layout.changelogs.get(name, ""), specs[name].key_serde.name,
+                                       specs[name].value_serde.name, layout.tasks_per_subtopology[st.id])
+                             for st in self.topology.subtopologies() for name in st.stores if name in specs),
+                            key=lambda s: s.store))
 
     def _task_managers(self) -> list[TaskManager]:
         return [t.tasks for t in list(self.threads) if t.tasks is not None]
