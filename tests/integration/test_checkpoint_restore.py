@@ -55,6 +55,7 @@ def test_restart_after_clean_close_restores_only_the_delta(bootstrap: str, tmp_p
         before = len(log_path.read_text())
         cluster.start()
         _wait_count(cluster, "common", KEYS + 100)
+        cluster.wait_running(120, expected=1)
         second_run = log_path.read_text()[before:]
         with QueryClient(cluster.instances[0].target) as q:
             assert q.get("counts", "u12345").value == 1  # state from before the restart is there
@@ -68,6 +69,7 @@ def test_restart_after_clean_close_restores_only_the_delta(bootstrap: str, tmp_p
         before = len(log_path.read_text())
         cluster.start()
         _wait_count(cluster, "common", KEYS + 100)
+        cluster.wait_running(120, expected=1)  # every partition restored, not only "common"'s
         third_run = log_path.read_text()[before:]
         assert _restored(third_run) >= KEYS, third_run
     finally:
