@@ -1,4 +1,4 @@
-"""The ``iqmesh`` command: run, get, range, prefix, all, metadata, gateway, describe, broker, demo."""
+"""The ``iqmesh`` command: run, get, range, prefix, all, metadata, gateway, snapshot, describe, broker, demo."""
 
 from __future__ import annotations
 
@@ -155,6 +155,12 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from analytics.snapshot.job import run_from_args
+
+    return run_from_args(args)
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     from instance.app_loader import load_topology
 
@@ -246,6 +252,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call to an instance")
     p.set_defaults(func=cmd_gateway)
+
+    from analytics.snapshot.options import add_arguments as snapshot_arguments  # stdlib only: no pyspark here
+
+    p = sub.add_parser("snapshot", help="PySpark job: a consistent snapshot of every store of an application "
+                       "as Parquet + manifest.json (needs the analytics extra and Java 17)")
+    snapshot_arguments(p)
+    p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("describe", help="print the topology of an application (file or module)")
     p.add_argument("app", help="a file (examples/wordcount.py) or an importable module (examples.wordcount)")

@@ -1,0 +1,1 @@
+"""Analytics over an iqmesh application's state (the PySpark snapshot job: :mod:`analytics.snapshot`)."""

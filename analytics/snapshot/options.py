@@ -1,0 +1,94 @@
+"""What a snapshot run is asked to do: the flags (shared by ``iqmesh snapshot`` and the spark-submit
+entry point, so both accept exactly the same), and the one error type shown to users."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+SOURCES = ("changelog", "instances")
+#: offsets per Spark task before a changelog partition is split into ranges
+DEFAULT_SPLIT_OFFSETS = 1_000_000
+
+
+class SnapshotError(Exception):
+    """A problem the user can act on (no such broker, application or store, a bad --at, ...):
+    printed as one line, without a traceback."""
+
+
+@dataclass(frozen=True)
+class SnapshotOptions:
+    bootstrap: str
+    application_id: str
+    out: str
+    stores: tuple[str, ...] = ()
+    source: str = "changelog"
+    #: cut tokens, manifest paths or position tokens (see :mod:`analytics.snapshot.cut`)
+    at: tuple[str, ...] = ()
+    #: None: a full snapshot; "": merge onto the snapshot at ``out``; else onto the one at that path
+    incremental: str | None = None
+    master: str | None = None
+    split_offsets: int = DEFAULT_SPLIT_OFFSETS
+    #: extra librdkafka settings for every client (security.protocol, sasl.*, ...)
+    kafka_config: dict[str, str] = field(default_factory=dict)
+    #: seconds to wait for the last stable offset to reach a cut given with --at
+    wait_stable_s: float = 60.0
+    #: instances source: read standbys too (their lag is in the manifest)
+    allow_stale: bool = False
+    #: seconds per call (broker metadata, one page of a mesh scan)
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise SnapshotError(f"--source must be one of {', '.join(SOURCES)}, not {self.source!r}")
+        if self.split_offsets < 1:
+            raise SnapshotError("--split-offsets must be at least 1")
+        if self.incremental is not None and self.source != "changelog":
+            raise SnapshotError("--incremental needs --source changelog (the mesh has no history to read from)")
+        for what, v in (("--bootstrap", self.bootstrap), ("--application-id", self.application_id),
+                        ("--out", self.out)):
+            if not v:
+                raise SnapshotError(f"{what} must not be empty")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap", required=True, help="bootstrap.servers of the application's cluster")
+    p.add_argument("--application-id", required=True, help="the application whose stores to snapshot")
+    p.add_argument("--out", required=True, help="directory (any Hadoop path: file:, hdfs:, s3a:...) to write; "
+                   "an earlier snapshot there is replaced when the new one is complete")
+    p.add_argument("--stores", help="comma-separated store names (default: every store)")
+    p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--source", choices=SOURCES, default="changelog",
+                   help="changelog (default): read the changelog topics, no load on the instances; "
+                        "instances: scan the live stores through the mesh")
+    p.add_argument("--at", action="append", default=[], metavar="CUT",
+                   help="stand at this cut instead of the current end offsets: the cut token an earlier run "
+                        "printed, a snapshot directory or manifest.json, or position tokens from query replies "
+                        "(comma-separated; repeatable)")
+    p.add_argument("--incremental", nargs="?", const="", default=None, metavar="BASE",
+                   help="read only the changelog after the cut of the snapshot at BASE (default: at --out) and "
+                        "merge onto it")
+    p.add_argument("--split-offsets", type=int, default=DEFAULT_SPLIT_OFFSETS,
+                   help="changelog offsets per Spark task; larger partitions are read as several ranges")
+    p.add_argument("--kafka-config", action="append", default=[], metavar="NAME=VALUE",
+                   help="extra librdkafka setting for every Kafka client (repeatable)")
+    p.add_argument("--wait-stable", type=float, default=60.0,
+                   help="seconds to wait for open transactions below a cut given with --at")
+    p.add_argument("--allow-stale", action="store_true", help="instances source: standbys may answer")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per broker call or mesh page")
+
+
+def options_from_args(args: argparse.Namespace) -> SnapshotOptions:
+    kafka: dict[str, str] = {}
+    for item in args.kafka_config:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise SnapshotError(f"--kafka-config expects NAME=VALUE, got {item!r}")
+        kafka[name.strip()] = value.strip()
+    return SnapshotOptions(
+        bootstrap=args.bootstrap, application_id=args.application_id, out=args.out,
+        stores=tuple(s.strip() for s in (args.stores or "").split(",") if s.strip()),
+        source=args.source, at=tuple(t.strip() for a in args.at for t in a.split(",") if t.strip()),
+        incremental=args.incremental, master=args.master, split_offsets=args.split_offsets,
+        kafka_config=kafka, wait_stable_s=args.wait_stable, allow_stale=args.allow_stale,
+        timeout_s=args.timeout)

@@ -1,0 +1,206 @@
+"""Benchmark of the snapshot job: rows/s of a snapshot of a large store on ``local[2]`` (Spark
+start-up measured apart), against the same read done by a plain single-process Python loop over
+the changelog (one consumer, latest value per key in a dict)::
+
+    python -m loadtest.snapshot --keys 1000000 --reps 2
+
+The store is synthetic: a changelog topic written directly, and the application's metadata record
+(what its instances publish) naming it, so the job finds it exactly as for a running application.
+Also used by the tests (``publish_app``, ``write_changelog``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from router.metadata import InstanceInfo, StoreInfo
+
+
+def _create(admin: AdminClient, topic: str, partitions: int, compact: bool) -> None:
+    config = {"cleanup.policy": "compact"} if compact else {}
+    fut = admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic]
+    try:
+        fut.result()
+    except Exception as e:
+        if "already exists" not in str(e).lower():
+            raise
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        t = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {topic} not ready")
+
+
+def publish_app(bootstrap: str, application_id: str, stores: list[StoreInfo], instance_id: str = "synthetic-0",
+                state: str = "NOT_RUNNING") -> None:
+    """Create the changelog topics and publish one instance's metadata naming the stores."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    _create(admin, f"{application_id}-iqmesh-instances", 1, True)
+    for s in stores:
+        if s.changelog:
+            _create(admin, s.changelog, s.partitions, True)
+    info = InstanceInfo(instance_id=instance_id, endpoint="", state=state, heartbeat_ms=int(time.time() * 1000),
+                        store_catalog=tuple(stores))
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(f"{application_id}-iqmesh-instances", info.to_json(), instance_id.encode())
+    if p.flush(30):
+        raise RuntimeError("metadata not acknowledged")
+
+
+def write_changelog(bootstrap: str, topic: str, records: Iterable[tuple[int, bytes, bytes | None]]) -> int:
+    """(partition, key, value or None for a tombstone), in order per partition."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
+                  "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000})
+    n = 0
+    for part, k, v in records:
+        while True:
+            try:
+                p.produce(topic, v, k, partition=part)
+                break
+            except BufferError:
+                p.poll(0.05)
+        n += 1
+    if p.flush(120):
+        raise RuntimeError("not every changelog record was acknowledged")
+    return n
+
+
+def python_loop(bootstrap: str, topic: str, partitions: int) -> tuple[int, int, float]:
+    """The baseline: one consumer, every partition to its last stable offset, latest value per key.
+    Returns (records read, rows, seconds)."""
+    t = time.monotonic()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
+                  "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20})
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
+    latest: dict[tuple[int, bytes], bytes | None] = {}
+    pending, read = {p for p in range(partitions) if ends[p] > 0}, 0
+    while pending:
+        for m in c.consume(num_messages=10_000, timeout=1.0):
+            p, off = m.partition(), m.offset()
+            assert p is not None and off is not None
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF and off >= ends[p]:
+                    pending.discard(p)
+                continue
+            if off < ends[p]:
+                k = m.key()
+                assert k is not None
+                latest[(p, k)] = m.value()
+                read += 1
+            if off + 1 >= ends[p]:
+                pending.discard(p)
+    c.close()
+    rows = sum(1 for v in latest.values() if v is not None)
+    return read, rows, time.monotonic() - t
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--updates", type=int, default=1, help="records per key")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--bootstrap", help="an existing broker (default: a dev broker of its own)")
+    ap.add_argument("--split-offsets", type=int, default=1_000_000)
+    args = ap.parse_args(argv)
+
+    from analytics.snapshot.changelog import consumer_config, plan_ranges, read_frame
+    from analytics.snapshot.columns import Layout
+    from analytics.snapshot.job import build_session, run_snapshot
+    from analytics.snapshot.options import SnapshotOptions
+
+    work = Path(tempfile.mkdtemp(prefix="iqmesh-snapbench-"))
+    broker_dir = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        from devtools.broker import start_broker
+
+        broker_dir = work / "broker"
+        bootstrap = start_broker(broker_dir).bootstrap
+    try:
+        app = f"bench-{uuid.uuid4().hex[:6]}"
+        store = StoreInfo("kv", f"{app}-kv-changelog", "string", "long", args.partitions)
+        publish_app(bootstrap, app, [store])
+        t = time.monotonic()
+        pack = struct.Struct(">q").pack
+        from router.partitioner import default_partition
+
+        def records() -> Iterable[tuple[int, bytes, bytes | None]]:
+            for u in range(args.updates):
+                for i in range(args.keys):
+                    k = b"key-%09d" % i
+                    yield default_partition(k, args.partitions), k, pack(i * args.updates + u)
+
+        n = write_changelog(bootstrap, store.changelog, records())
+        print(f"wrote {n:,} changelog records ({args.keys:,} keys) in {time.monotonic() - t:.1f}s", file=sys.stderr)
+
+        loop = [python_loop(bootstrap, store.changelog, args.partitions) for _ in range(args.reps)]
+        t = time.monotonic()
+        spark = build_session(args.master, {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        start_s = time.monotonic() - t
+        read_only: list[float] = []
+        full: list[float] = []
+        try:
+            layout = Layout(store.key_serde, store.value_serde)
+            ends = {p: args.keys * args.updates for p in range(args.partitions)}  # beyond: stops at the end
+            for r in range(args.reps):
+                c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x", "isolation.level": "read_committed"})
+                ends = {p: c.get_watermark_offsets(TopicPartition(store.changelog, p))[1] for p in ends}
+                c.close()
+                ranges = plan_ranges(store.changelog, {}, ends, args.split_offsets)
+                t = time.monotonic()
+                rows = read_frame(spark, ranges, layout, consumer_config(bootstrap, {}), False).count()
+                read_only.append(time.monotonic() - t)
+                assert rows == args.keys, rows
+                t = time.monotonic()
+                manifest = run_snapshot(SnapshotOptions(bootstrap, app, str(work / f"out-{r}"),
+                                                        split_offsets=args.split_offsets), spark)
+                full.append(time.monotonic() - t)
+                assert manifest["stores"]["kv"]["rows"] == args.keys
+        finally:
+            spark.stop()
+        _report(args, n, loop, start_s, read_only, full)
+    finally:
+        if broker_dir is not None:
+            from devtools.broker import stop_broker
+
+            stop_broker(broker_dir)
+    return 0
+
+
+def _report(args: Any, records: int, loop: list[tuple[int, int, float]], start_s: float, read_only: list[float],
+            full: list[float]) -> None:
+    def line(what: str, secs: list[float]) -> str:
+        best = min(secs)
+        return (f"| {what} | {best:.2f} | {statistics.median(secs):.2f} | {args.keys / best:,.0f} | "
+                f"{records / best:,.0f} |")
+
+    print(f"\n{args.keys:,} keys x {args.updates} update(s) = {records:,} changelog records, "
+          f"{args.partitions} partitions, Spark master {args.master}, {args.reps} rep(s)\n")
+    print("| what | best s | median s | rows/s | records/s |")
+    print("|---|---|---|---|---|")
+    print(line("Python loop (1 process, latest per key in a dict)", [s for _, _, s in loop]))
+    print(line("Spark: read + latest per key (count)", read_only))
+    print(line("Spark: whole snapshot job (metadata, cut, read, Parquet, manifest)", full))
+    print(f"\nSpark start-up (SparkSession, JVM + Python workers): {start_s:.1f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
