@@ -113,7 +113,7 @@ def _read_compacted(bootstrap: str, topic: str, extra: dict[str, str], timeout: 
         while position < high:
             if time.monotonic() > deadline:
                 raise SnapshotError(f"reading {topic} did not reach offset {high} within {timeout}s (at {position})")
-            for m in c.consume(num_messages=1000, timeout=0.5):
+            for m in c.consume(num_messages=1000, timeout=0.1):
                 offset, err = m.offset(), m.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:

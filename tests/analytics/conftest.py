@@ -21,8 +21,12 @@ def _missing() -> str:
     return ""
 
 
+def _same(batches: Iterator[Any]) -> Iterator[Any]:
+    yield from batches
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     why = _missing()
     if why:
         if os.environ.get("CI"):
@@ -30,10 +34,15 @@ def spark() -> Iterator[Any]:
         pytest.skip(why)
     from analytics.snapshot.job import build_session
 
+    # C1 only: these jobs are short, and C2 compiling competes with the cluster for the two cores
     session = build_session("local[2]", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                                         "spark.sql.shuffle.partitions": "4",
-                                         "spark.default.parallelism": "2"})
+                                         "spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2",
+                                         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"})
     try:
+        # warm up (Python workers, Arrow, Parquet) before any test starts a cluster that competes for CPU
+        warm = tmp_path_factory.mktemp("spark-warm-up") / "t"
+        session.range(4, numPartitions=2).mapInArrow(_same, "id BIGINT").write.parquet(str(warm))
+        assert session.read.parquet(str(warm)).count() == 4
         yield session
     finally:
         session.stop()
