@@ -91,11 +91,11 @@ def python_loop(bootstrap: str, topic: str, partitions: int) -> tuple[int, int, 
     latest: dict[tuple[int, bytes], bytes | None] = {}
     pending, read = {p for p in range(partitions) if ends[p] > 0}, 0
     while pending:
-        for m in c.consume(num_messages=10_000, timeout=1.0):
-            p, off = m.partition(), m.offset()
+        for m in c.consume(num_messages=10_000, timeout=0.1):
+            p, off, err = m.partition(), m.offset(), m.error()
             assert p is not None and off is not None
-            if m.error() is not None:
-                if m.error().code() == KafkaError._PARTITION_EOF and off >= ends[p]:
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and off >= ends[p]:
                     pending.discard(p)
                 continue
             if off < ends[p]:
@@ -108,6 +108,10 @@ def python_loop(bootstrap: str, topic: str, partitions: int) -> tuple[int, int, 
     c.close()
     rows = sum(1 for v in latest.values() if v is not None)
     return read, rows, time.monotonic() - t
+
+
+def _same(batches: Any) -> Any:
+    yield from batches
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,20 +155,23 @@ def main(argv: list[str] | None = None) -> int:
         n = write_changelog(bootstrap, store.changelog, records())
         print(f"wrote {n:,} changelog records ({args.keys:,} keys) in {time.monotonic() - t:.1f}s", file=sys.stderr)
 
-        loop = [python_loop(bootstrap, store.changelog, args.partitions) for _ in range(args.reps)]
         t = time.monotonic()
         spark = build_session(args.master, {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        # start-up includes the Python workers: a first tiny Python job starts them
+        spark.range(2, numPartitions=2).mapInArrow(_same, "id BIGINT").count()
         start_s = time.monotonic() - t
+        loop: list[tuple[int, int, float]] = []
         read_only: list[float] = []
         full: list[float] = []
         try:
             layout = Layout(store.key_serde, store.value_serde)
-            ends = {p: args.keys * args.updates for p in range(args.partitions)}  # beyond: stops at the end
-            for r in range(args.reps):
-                c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x", "isolation.level": "read_committed"})
-                ends = {p: c.get_watermark_offsets(TopicPartition(store.changelog, p))[1] for p in ends}
-                c.close()
-                ranges = plan_ranges(store.changelog, {}, ends, args.split_offsets)
+            c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x", "isolation.level": "read_committed"})
+            ends = {p: c.get_watermark_offsets(TopicPartition(store.changelog, p))[1] for p in range(args.partitions)}
+            c.close()
+            ranges = plan_ranges(store.changelog, {}, ends, args.split_offsets)
+            for r in range(args.reps):  # interleaved, so a change in the machine's load hits all three alike
+                loop.append(python_loop(bootstrap, store.changelog, args.partitions))
+                assert loop[-1][1] == args.keys, loop[-1]
                 t = time.monotonic()
                 rows = read_frame(spark, ranges, layout, consumer_config(bootstrap, {}), False).count()
                 read_only.append(time.monotonic() - t)
@@ -174,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                                                         split_offsets=args.split_offsets), spark)
                 full.append(time.monotonic() - t)
                 assert manifest["stores"]["kv"]["rows"] == args.keys
+                print(f"rep {r + 1}: loop {loop[-1][2]:.2f}s, spark read {read_only[-1]:.2f}s, "
+                      f"spark job {full[-1]:.2f}s", file=sys.stderr)
         finally:
             spark.stop()
         _report(args, n, loop, start_s, read_only, full)

@@ -63,6 +63,34 @@ def decoded(serde: str) -> Decoded | None:
     return _DECODED.get(_ALIASES.get(name, name))
 
 
+_WIDTH = {"int": (4, ">i4", "<i4"), "long": (8, ">i8", "<i8")}
+
+
+def _decode_array(d: Decoded, raw: pa.Array, values: Sequence[bytes | None]) -> pa.Array:
+    """Vectorized where Arrow can (UTF-8 check, fixed-width big-endian ints), else per value."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if d.arrow == pa.string():
+        try:
+            return raw.cast(pa.string())
+        except pa.ArrowInvalid:
+            pass  # some value is not UTF-8: those become null below
+    elif d.suffix in _WIDTH:
+        width, big, little = _WIDTH[d.suffix]
+        if len(raw) == raw.null_count or pc.all(pc.equal(pc.binary_length(raw), width)).as_py():
+            present = b"".join(x for x in values if x is not None)
+            decoded_ = np.frombuffer(present, dtype=big).astype(little)
+            if raw.null_count == 0:
+                return pa.array(decoded_, d.arrow)
+            mask = np.asarray(raw.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            full = np.zeros(len(raw), dtype=little)
+            full[~mask] = decoded_
+            return pa.array(full, d.arrow, mask=mask)
+    dec = d.decode
+    return pa.array([None if x is None else dec(x) for x in values], d.arrow)
+
+
 @dataclass(frozen=True)
 class Layout:
     """The columns of one store's rows as the executors emit them (``timestamp_ms``; the driver
@@ -102,13 +130,12 @@ class Layout:
         kd, vd = decoded(self.key_serde), decoded(self.value_serde)
         for at in range(0, len(keys), BATCH_ROWS):
             k, v = keys[at:at + BATCH_ROWS], values[at:at + BATCH_ROWS]
-            arrays: list[Any] = [pa.array(k, pa.binary()), pa.array(v, pa.binary())]
+            ka, va = pa.array(k, pa.binary()), pa.array(v, pa.binary())
+            arrays: list[Any] = [ka, va]
             if kd is not None:
-                dk = kd.decode
-                arrays.append(pa.array([dk(x) for x in k], kd.arrow))
+                arrays.append(_decode_array(kd, ka, k))
             if vd is not None:
-                dv = vd.decode
-                arrays.append(pa.array([None if x is None else dv(x) for x in v], vd.arrow))
+                arrays.append(_decode_array(vd, va, v))
             arrays += [pa.array([partition] * len(k), pa.int32()),
                        pa.array(offsets[at:at + BATCH_ROWS], pa.int64()),
                        pa.array(timestamps[at:at + BATCH_ROWS], pa.int64())]
