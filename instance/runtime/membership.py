@@ -90,9 +90,10 @@ class MembershipCoordinator:
         self.ack_timeout_s = 10.0
         #: a paused peer resumes after this even if no rebalance came (the announcer died)
         self.quiesce_timeout_s = max(10.0, config.session_timeout_ms / 1000.0)
-        # healthy rounds take about a second here; Apache Kafka would wait max.poll.interval.ms
+        # healthy rounds take about a second here, and a member's on_revoke (commit, close
+        # tasks) a few; Apache Kafka would wait max.poll.interval.ms
         self._watchdog = StuckRebalanceWatchdog(config.bootstrap_servers, config.application_id,
-                                                stuck_s=max(15.0, 1.5 * config.session_timeout_ms / 1000.0))
+                                                stuck_s=max(30.0, 3 * config.session_timeout_ms / 1000.0))
 
     # -- announcer side ---------------------------------------------------------------------------
     def _announce(self, kind: str, subject: str) -> str:

@@ -172,7 +172,8 @@ class ProcessorStateManager:
     def moved_since_checkpoint(self) -> int:
         """Changelog records the stores took in since the checkpoint last written (or since open)."""
         written = self._written or {}
-        return sum(max(0, o - written.get(tp, 0)) for tp, o in self.changelog_offsets.items())
+        return sum(max(0, o - written.get(tp, 0)) for tp, o in self.changelog_offsets.items()
+                   if tp in self._persistent)
 
     def checkpoint(self) -> None:
         """After a commit: record the offsets the flushed stores reflect. Not for an active task

@@ -9,8 +9,9 @@ members with one LeaveGroup answers every pending JoinGroup with UNKNOWN_MEMBER_
 rejoins at once as a new member, and the emptied group's initial delay gathers them in one round.
 
 On Apache Kafka a round cannot lose a member this way, so the watchdog only fires on a round stuck
-much longer than any healthy one; removing members is Kafka's own admin operation (KIP-345).
-Members have nothing uncommitted at that point: they revoked (and committed) when the round began.
+much longer than any healthy one (30 s; a member still in on_revoke after that long, e.g. an
+exactly-once commit timing out, would lose that commit and rebuild its stores); removing members
+is Kafka's own admin operation (KIP-345).
 """
 
 from __future__ import annotations

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Protocol, cast
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import DbClosedError, Options, Rdict, WriteBatch, WriteOptions
 
 from instance.errors import InvalidStateStoreException
+
+_ITER_CHUNK = 1000
 
 
 class BytesStore(Protocol):
@@ -53,7 +56,10 @@ class RocksDBBytesStore:
         self._open = True
 
     def get(self, key: bytes) -> bytes | None:
-        return self._get(key)  # type: ignore[no-any-return]
+        try:
+            return self._get(key)  # type: ignore[no-any-return]
+        except DbClosedError as e:  # a query racing a task migration: retryable, not INTERNAL
+            raise InvalidStateStoreException(f"store {self.name} is closed (migrated?)") from e
 
     def write(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
         wb = WriteBatch(raw_mode=True)
@@ -66,12 +72,26 @@ class RocksDBBytesStore:
         self._db.write(wb)
 
     def items(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        # raw_mode: keys and values are bytes (the stub types them as any Rdict key/value)
-        it = self._db.items(from_key=start) if start is not None else self._db.items()
-        for k, v in cast(Iterator[tuple[bytes, bytes]], it):
-            if end is not None and k >= end:
+        """In chunks, each read by an iterator dropped before the chunk is yielded: a RocksDB
+        iterator alive across a yield (a scan page on a query thread) would keep the DB open past
+        ``close()``, and the task's next owner on this instance could not open it."""
+        while True:
+            if not self._open:
+                raise InvalidStateStoreException(f"store {self.name} is closed (migrated?)")
+            try:
+                it = self._db.items(from_key=start) if start is not None else self._db.items()
+                # raw_mode: keys and values are bytes (the stub types them as any Rdict key/value)
+                chunk = list(islice(cast(Iterator[tuple[bytes, bytes]], it), _ITER_CHUNK))
+                del it
+            except DbClosedError as e:
+                raise InvalidStateStoreException(f"store {self.name} is closed (migrated?)") from e
+            for k, v in chunk:
+                if end is not None and k >= end:
+                    return
+                yield k, v
+            if len(chunk) < _ITER_CHUNK:
                 return
-            yield k, v
+            start = chunk[-1][0] + b"\x00"  # the next key after the last one read
 
     def approximate_num_entries(self) -> int:
         n = self._db.property_int_value("rocksdb.estimate-num-keys")

@@ -66,11 +66,18 @@ class ProcessorContext:
         return self.record.offset
 
     def forward(self, key: Any, value: Any, timestamp: int | None = None) -> None:
-        """Send a record to every child, depth-first; ``timestamp`` overrides the current one."""
-        if timestamp is not None:
-            self.record.timestamp = timestamp
+        """Send a record to every child, depth-first; ``timestamp`` overrides the current one for
+        the children only (a cache flush forwarding inside a ``get``/``put`` must not change the
+        timestamp of the record being processed)."""
+        if timestamp is None:
+            for child in self._children:
+                child(key, value)
+            return
+        rc = self.record
+        current, rc.timestamp = rc.timestamp, timestamp
         for child in self._children:
             child(key, value)
+        rc.timestamp = current
 
     def get_state_store(self, name: str) -> Any:
         try:

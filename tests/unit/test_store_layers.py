@@ -383,3 +383,34 @@ def test_typed_values_are_serialized_once_per_flush() -> None:
     assert calls == []
     store.flush_cache()
     assert calls == [{"n": 49}]
+
+
+def test_rocksdb_items_cross_chunks_and_stop_at_close(tmp_path: Path) -> None:
+    """Iteration reads in chunks (no RocksDB iterator alive across a yield): every key once, in
+    order, bounds respected; a store closed mid-scan raises InvalidStateStoreException."""
+    db = RocksDBBytesStore("s", tmp_path / "db")
+    keys = [b"k%05d" % i for i in range(2500)]
+    db.write((k, b"v") for k in keys)
+    assert [k for k, _ in db.items()] == keys
+    assert [k for k, _ in db.items(b"k00999", b"k02001")] == keys[999:2001]
+    scan = db.items()
+    assert [next(scan)[0] for _ in range(1000)] == keys[:1000]
+    db.close()
+    with pytest.raises(InvalidStateStoreException):
+        list(scan)
+    with pytest.raises(InvalidStateStoreException):
+        db.get(b"k00001")
+
+
+def test_forward_with_a_timestamp_leaves_the_current_record_timestamp() -> None:
+    """A cache flush forwards inside a processor's get/put with each entry's own timestamp; the
+    record being processed keeps its timestamp for what the processor does next."""
+    from instance.topology.processor import ProcessorContext, RecordContext
+
+    rc = RecordContext()
+    rc.timestamp = 5000
+    seen: list[tuple[Any, int]] = []
+    ctx = ProcessorContext("0_0", "n", rc, [lambda k, v: seen.append((k, rc.timestamp))], {}, "app", None)
+    ctx.forward("flushed", 1, 699)
+    assert seen == [("flushed", 699)]
+    assert rc.timestamp == 5000
