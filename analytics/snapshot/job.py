@@ -128,8 +128,10 @@ def run_snapshot(opts: SnapshotOptions, spark: SparkSession | None = None) -> di
                 if bounds is not None:
                     docs[info.store] = _changelog_store(sp, opts, info, bounds, base, out)
                 else:
-                    docs[info.store], served[info.store] = _instances_store(sp, opts, info, catalog.live_endpoints(),
-                                                                            out)
+                    # read again: Spark took seconds to start, heartbeats seen before are stale by now
+                    endpoints = read_catalog(opts.bootstrap, opts.application_id, opts.kafka_config,
+                                             opts.timeout_s).live_endpoints()
+                    docs[info.store], served[info.store] = _instances_store(sp, opts, info, endpoints, out)
                 log(f"{info.store}: {docs[info.store]['rows']} rows in {time.monotonic() - t:.1f}s")
             manifest = _manifest(opts, created_at, bounds, base, docs, served, sp, time.monotonic() - started)
             out.write_text(MANIFEST, json.dumps(manifest, indent=2) + "\n")
