@@ -62,8 +62,14 @@ def consumer_config(bootstrap: str, extra: dict[str, str]) -> dict[str, Any]:
 def read_latest(consumer: Consumer, r: ReadRange, keep_from: int = 0,
                 stall_s: float = STALL_S) -> tuple[dict[bytes, Message], int]:
     """key -> its last record in [r.start, r.end) at or past ``keep_from`` (a tombstone included:
-    value None), and how many records at or past ``keep_from`` the consumer delivered."""
-    latest: dict[bytes, Message] = {}
+    value None), and how many records at or past ``keep_from`` the consumer delivered.
+
+    The hot path costs one call and one dict store per record: a batch whose last message is a
+    record below the end and at or past ``keep_from`` holds only such records (offsets rise within
+    a partition), plus perhaps events, which have no key: they land under ``None`` and send the
+    batch through the careful path, which applies it again (harmless: same records, same order).
+    """
+    latest: dict[Any, Message] = {}
     delivered = 0
     if r.start >= r.end:
         return latest, delivered
@@ -78,7 +84,18 @@ def read_latest(consumer: Consumer, r: ReadRange, keep_from: int = 0,
                     raise TimeoutError(f"{r.topic}[{r.partition}]: nothing read for {stall_s}s below offset {end}")
                 continue
             progress = time.monotonic()
-            for m in msgs:
+            last = msgs[-1]
+            last_off = last.offset()
+            first_off = msgs[0].offset()
+            if (last.error() is None and last_off is not None and last_off + 1 < end and first_off is not None
+                    and first_off >= keep_from):
+                for m in msgs:
+                    latest[m.key()] = m
+                if None not in latest:
+                    delivered += len(msgs)
+                    continue
+                del latest[None]
+            for m in msgs:  # the careful path: events, the end, records before keep_from, null keys
                 err, off = m.error(), m.offset()
                 if err is not None:
                     if err.code() == eof:
@@ -134,10 +151,17 @@ def read_ranges(batches: Iterator[pa.RecordBatch], *, config: dict[str, Any], la
         for d in b.to_pylist():
             r = ReadRange(d["topic"], d["partition"], d["start"], d["end"])
             latest = read_range(config, r, d["low"])
-            keys = list(latest) if keep_tombstones else [k for k, m in latest.items() if m.value() is not None]
-            msgs = [latest[k] for k in keys]
+            keys: list[bytes] = []
+            values: list[bytes | None] = []
+            msgs: list[Message] = []
+            for k, m in latest.items():
+                v = m.value()
+                if v is not None or keep_tombstones:
+                    keys.append(k)
+                    values.append(v)
+                    msgs.append(m)
             del latest
-            yield from layout.batches(r.partition, keys, [m.value() for m in msgs], [m.offset() for m in msgs],
+            yield from layout.batches(r.partition, keys, values, [m.offset() for m in msgs],
                                       [m.timestamp()[1] for m in msgs])
 
 
