@@ -153,16 +153,18 @@ def read_ranges(batches: Iterator[pa.RecordBatch], *, config: dict[str, Any], la
             latest = read_range(config, r, d["low"])
             keys: list[bytes] = []
             values: list[bytes | None] = []
-            msgs: list[Message] = []
+            offsets: list[int | None] = []
+            stamps: list[int | None] = []
+            add_k, add_v, add_o, add_t = keys.append, values.append, offsets.append, stamps.append
             for k, m in latest.items():
                 v = m.value()
                 if v is not None or keep_tombstones:
-                    keys.append(k)
-                    values.append(v)
-                    msgs.append(m)
+                    add_k(k)
+                    add_v(v)
+                    add_o(m.offset())
+                    add_t(m.timestamp()[1])
             del latest
-            yield from layout.batches(r.partition, keys, values, [m.offset() for m in msgs],
-                                      [m.timestamp()[1] for m in msgs])
+            yield from layout.batches(r.partition, keys, values, offsets, stamps)
 
 
 def read_frame(spark: SparkSession, ranges: list[ReadRange], layout: Layout, config: dict[str, Any],

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 BATCH_ROWS = 65_536
@@ -68,7 +69,6 @@ _WIDTH = {"int": (4, ">i4", "<i4"), "long": (8, ">i8", "<i8")}
 
 def _decode_array(d: Decoded, raw: pa.Array, values: Sequence[bytes | None]) -> pa.Array:
     """Vectorized where Arrow can (UTF-8 check, fixed-width big-endian ints), else per value."""
-    import numpy as np
     import pyarrow.compute as pc
 
     if d.arrow == pa.string():
@@ -136,7 +136,7 @@ class Layout:
                 arrays.append(_decode_array(kd, ka, k))
             if vd is not None:
                 arrays.append(_decode_array(vd, va, v))
-            arrays += [pa.array([partition] * len(k), pa.int32()),
+            arrays += [pa.array(np.full(len(k), partition, dtype=np.int32)),
                        pa.array(offsets[at:at + BATCH_ROWS], pa.int64()),
                        pa.array(timestamps[at:at + BATCH_ROWS], pa.int64())]
             if self.with_status:
