@@ -20,14 +20,17 @@ from instance.errors import (
     UnknownStateStoreException,
 )
 from instance.runtime import internal_topics
+from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
+from instance.runtime.reachability import check_reachable
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
 from instance.runtime.task_manager import TaskManager
 from instance.state.cleanup import clean_unowned_task_dirs
 from instance.topology.topology import Topology
+from router.echo import clip, echo
 from router.metadata import (
     NOT_AVAILABLE,
     ClusterView,
@@ -113,7 +116,8 @@ class KafkaStreams:
             raise IllegalStateException(f"start() is only allowed in state CREATED, not {self.state.name}")
         self._sm.set(State.REBALANCING)
         try:
-            admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers})
+            admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **client_logging()})
+            check_reachable(admin, self.config.bootstrap_servers)
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)
             ensure_metadata_topic(admin, self.config.application_id, self.config.replication_factor)
@@ -325,7 +329,7 @@ class KafkaStreams:
         """(sub-topology, number of partitions) of ``store``: the tasks a scan of it covers."""
         if store not in self.topology.stores:
             raise UnknownStateStoreException(
-                f"unknown store {store!r}; this topology has {sorted(self.topology.stores)}")
+                f"unknown store {echo(store)}; this topology has {sorted(self.topology.stores)}")
         if self.layout is None:
             raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
         st = self.topology.subtopology_of_store(store)
@@ -379,12 +383,12 @@ class KafkaStreams:
     def parse_key(self, store: str, text: str) -> Any:
         if store not in self.topology.stores:
             raise UnknownStateStoreException(
-                f"unknown store {store!r}; this topology has {sorted(self.topology.stores)}")
+                f"unknown store {echo(store)}; this topology has {sorted(self.topology.stores)}")
         try:
             return self.topology.stores[store].key_serde.parse(text)
         except Exception as e:
-            raise ValueError(f"key {text!r} is not a valid {self.topology.stores[store].key_serde.name} "
-                             f"key: {e}") from e
+            raise ValueError(f"key {echo(text)} is not a valid {self.topology.stores[store].key_serde.name} "
+                             f"key: {clip(str(e), 200)}") from e
 
 
 __all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse", "LocalRead"]
