@@ -227,7 +227,7 @@ class KafkaStreams:
                         if tp in progress:
                             pos, end = progress[tp]
                         else:
-                            pos = end = task.changelog_offsets.get(tp, -1) if tp else -1
+                            pos = end = task.state.position(tp) if tp else -1
                         stores.append(StorePartitionInfo(name, tid.partition, role, pos, end, str(tid)))
                 for tid, sb in list(tm.standby.tasks.items()):
                     standby.append(str(tid))
@@ -363,18 +363,20 @@ class KafkaStreams:
         if not self.state.is_running_or_rebalancing():
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
         _, partition = self.store_partition(store, key)
-        kv, role, position, end, catching_up = self.local_replica(store, partition)
-        value = kv.query_get(key)
+        value, role, position, end, catching_up = self.local_replica(store, partition,
+                                                                     lambda kv: kv.query_get(key))
         return LocalRead(value is not None, value, partition, role, position, end, catching_up)
 
-    def local_replica(self, store: str, partition: int) -> tuple[Any, str, int, int, bool]:
+    def local_replica(self, store: str, partition: int, read: Callable[[Any], Any] | None = None
+                      ) -> tuple[Any, str, int, int, bool]:
         """This instance's replica of ``store`` partition (active first, then a standby) for a
         query: (store, role, position, end offset, catching up); InvalidStateStoreException if
-        there is none here. The store answers ``query_get``, ``range`` and ``all``."""
+        there is none here. The store answers ``query_get``, ``range`` and ``all``; with ``read``,
+        ``read(store)`` comes first instead, read before the position is taken."""
         if not self.state.is_running_or_rebalancing():
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
         for tm in self._task_managers():
-            found = tm.local_store(store, partition)
+            found = tm.local_store(store, partition, read)
             if found is not None:
                 return found
         raise InvalidStateStoreException(
