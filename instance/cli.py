@@ -265,7 +265,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--application-id", help="with --bootstrap: the application whose instances to serve")
     p.add_argument("--seeds", help="or HOST:PORT,... of instances to ask (the others are learned from them)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8080, help="HTTP port")
+    p.add_argument("--port", type=int, default=8080, help="port to serve HTTP on")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call to an instance")
     p.set_defaults(func=cmd_gateway)
 
