@@ -29,8 +29,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if ("default" in text or default in (None, False, [], argparse.SUPPRESS)
-                or not action.option_strings):
+        if ("default" in text or default is None or default is False or default == []
+                or default == argparse.SUPPRESS or not action.option_strings):
             return text
         return f"{text} (default: %(default)s)"
 

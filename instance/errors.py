@@ -52,4 +52,3 @@ class TaskMigratedException(StreamsException):
 
 class BrokerUnreachableException(StreamsException):
     """No Kafka broker answered at ``bootstrap.servers``."""
-

@@ -50,7 +50,7 @@ def test_every_flag_says_what_it_is_and_its_default() -> None:
                 continue
             flag = f"{command} {action.option_strings[0]}"
             assert action.help and len(action.help.split()) >= 3, f"{flag} has no help"
-            if action.default not in (None, False, []):
+            if not (action.default is None or action.default is False or action.default == []):
                 formatted = ap._get_formatter()._get_help_string(action)  # type: ignore[attr-defined]
                 assert "default" in formatted, f"{flag} does not give its default {action.default!r}"
 
