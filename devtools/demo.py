@@ -120,7 +120,7 @@ def run_demo(data_dir: Path, lines: int = 2000, exit_when_ready: bool = False, g
         f"they have divided the partitions among themselves (up to 120 s)...")
     cluster.start()
     try:
-        cluster.wait_running(120)
+        cluster.wait_running(120, progress=lambda text: say(f"  {text}"))
         text = sample_lines(lines, seed=int(time.time()))
         say(f"Writing {lines} lines of sample text to topic {topic}...")
         produce(broker.bootstrap, topic, ((None, t.encode()) for t in text))
