@@ -16,6 +16,7 @@ from instance.serde import LongSerde, Serde
 from instance.serde.serdes import BytesSerde
 from instance.state.spec import StoreSpec
 from instance.topology import processors as P
+from instance.topology.global_table import GlobalKTable, global_table
 from instance.topology.ktable import KTable, with_old_values
 from instance.topology.processors import OldValues
 from instance.topology.topology import InternalTopic, Topology
@@ -85,6 +86,11 @@ class StreamsBuilder:
         self.topology.add_processor(proc, lambda: with_old_values(P.TableSourceProcessor(store), flag), source)
         self.topology.add_state_store(_spec(store, ks, vs, m), proc)
         return KTable(self, proc, store, ks, vs, old_values=flag)
+
+    def global_table(self, topic: str, materialized: MaterializedArg = None, key_serde: Serde | None = None,
+                     value_serde: Serde | None = None) -> GlobalKTable:
+        """A table of the whole topic on every instance (instance/topology/global_table.py)."""
+        return global_table(self, topic, materialized, key_serde, value_serde)
 
     def build(self) -> Topology:
         self.topology.subtopologies()  # validates reachability

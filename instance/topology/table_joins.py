@@ -116,6 +116,9 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
 def stream_join(stream: KStream, other: Any, *args: Any, left: bool, **kwargs: Any) -> KStream:
     """``KStream.join / left_join``, by the type of ``other``: ``(table, joiner[, joined])`` or
     ``(global_table, key_selector, joiner)``."""
+    from instance.topology.global_table import GlobalKTable, stream_global_join
     if isinstance(other, KTable):
         return stream_table_join(stream, other, *args, left=left, **kwargs)
+    if isinstance(other, GlobalKTable):
+        return stream_global_join(stream, other, *args, left=left, **kwargs)
     raise TopologyException(f"cannot join a KStream with {type(other).__name__} here")
