@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +135,8 @@ class GlobalStreamThread(threading.Thread):
     """Bootstraps the global stores (:meth:`bootstrap`, called by ``KafkaStreams.start``), then
     follows their topics until :meth:`shutdown`."""
 
-    def __init__(self, config: StreamsConfig, topology: Topology, admin: AdminClient) -> None:
+    def __init__(self, config: StreamsConfig, topology: Topology, admin: AdminClient,
+                 on_error: Callable[[BaseException], None] | None = None) -> None:
         super().__init__(name=f"{config.instance_id}-GlobalStreamThread", daemon=True)
         self.config = config
         md = admin.list_topics(timeout=10)
@@ -147,8 +148,8 @@ class GlobalStreamThread(threading.Thread):
                 "client.id": f"{config.instance_id}-global",
                 "isolation.level": "read_committed" if config.eos else "read_uncommitted"}
         self.reader = StoreChangelogReader(conf, committed=None)
-        self._stop = threading.Event()
-        self.error: BaseException | None = None
+        self._stopping = threading.Event()
+        self._on_error = on_error
         #: records applied since start (bootstrap included)
         self.applied = 0
 
@@ -170,7 +171,7 @@ class GlobalStreamThread(threading.Thread):
         interval = max(self.config.effective_commit_interval_ms, 100) / 1000.0
         next_flush = time.monotonic() + interval
         try:
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 n = self.reader.update_standbys()
                 self.applied += n
                 now = time.monotonic()
@@ -178,13 +179,14 @@ class GlobalStreamThread(threading.Thread):
                     self.state.flush_and_checkpoint()
                     next_flush = now + interval
                 if n == 0:
-                    self._stop.wait(0.02)  # the reader pauses its idle partitions meanwhile
+                    self._stopping.wait(0.02)  # the reader pauses its idle partitions meanwhile
         except BaseException as e:  # the client decides what a dead global thread means
-            self.error = e
             log.exception("global stream thread died")
+            if self._on_error is not None:
+                self._on_error(e)
 
     def shutdown(self, timeout: float = 30.0) -> None:
-        self._stop.set()
+        self._stopping.set()
         if self.is_alive():
             self.join(timeout)
         try:

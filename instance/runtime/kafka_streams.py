@@ -143,7 +143,7 @@ class KafkaStreams:
     def _start_global_thread(self, admin: AdminClient) -> None:
         """Load the global stores to the end of their topics before any task runs (Kafka Streams'
         start() waits for its global thread the same way), then keep them current."""
-        g = GlobalStreamThread(self.config, self.topology, admin)
+        g = GlobalStreamThread(self.config, self.topology, admin, self._on_global_error)
         try:
             g.bootstrap()
         except BaseException:
@@ -151,6 +151,12 @@ class KafkaStreams:
             raise
         self.global_thread = g
         g.start()
+
+    def _on_global_error(self, exc: BaseException) -> None:
+        """Without its global stores no task can run: the client shuts down in ERROR."""
+        self.last_error = exc
+        if self._sm.set(State.PENDING_ERROR):
+            threading.Thread(target=self._shutdown, args=(State.ERROR,), daemon=True).start()
 
     def _start_thread(self, index: int) -> None:
         assert self.layout is not None
