@@ -15,9 +15,10 @@ from instance.errors import TopologyException
 from instance.serde import LongSerde, Serde
 from instance.serde.serdes import BytesSerde
 from instance.state.spec import StoreSpec
+from instance.state.versioned_store import VersionedStoreSupplier
 from instance.topology import processors as P
 from instance.topology.global_table import GlobalKTable, global_table
-from instance.topology.ktable import KTable, with_old_values
+from instance.topology.ktable import KTable, versioned_table, with_old_values
 from instance.topology.processors import OldValues
 from instance.topology.topology import InternalTopic, Topology
 
@@ -32,9 +33,14 @@ class Materialized:
     caching_enabled: bool = True
     logging_enabled: bool = True
     in_memory: bool = False
+    #: a versioned store (KIP-889) keeping this much history; only for a source table
+    history_retention_ms: int | None = None
 
     @staticmethod
-    def as_(name: str) -> Materialized:
+    def as_(name: str | VersionedStoreSupplier) -> Materialized:
+        if isinstance(name, VersionedStoreSupplier):
+            return Materialized(name=name.name, caching_enabled=False,
+                                history_retention_ms=name.history_retention_ms)
         return Materialized(name=name)
 
 
@@ -83,6 +89,8 @@ class StreamsBuilder:
         self.topology.add_source(source, topic, key_serde=ks, value_serde=vs)
         proc = self.new_name("KTABLE-SOURCE-")
         flag = OldValues()
+        if m.history_retention_ms is not None:
+            return versioned_table(self, proc, source, store, ks, vs, m, flag)
         self.topology.add_processor(proc, lambda: with_old_values(P.TableSourceProcessor(store), flag), source)
         self.topology.add_state_store(_spec(store, ks, vs, m), proc)
         return KTable(self, proc, store, ks, vs, old_values=flag)

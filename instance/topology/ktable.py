@@ -69,6 +69,8 @@ class KTable:
         self._getter = getter or store_getter(store)  # type: ignore[arg-type]
         self._getter_stores: tuple[str, ...] = getter_stores if getter_stores is not None else (store,)  # type: ignore[assignment]
         self._upstream = upstream
+        #: a versioned source table: its store's history retention (lookups as of a timestamp)
+        self.history_retention_ms: int | None = None
 
     # -- internals shared with joins --------------------------------------------------------------
     def enable_send_old_values(self) -> None:
@@ -238,3 +240,14 @@ def _minus_one(key: Any, value: Any, agg: int) -> int:
     return agg - 1
 
 
+def versioned_table(builder: StreamsBuilder, proc: str, source: str, store: str, ks: Serde, vs: Serde,
+                    m: Any, flag: OldValues) -> KTable:
+    """``builder.table`` materialized in a versioned store (instance/topology/versioned.py)."""
+    from instance.topology.versioned import VersionedTableSourceProcessor, versioned_spec, versioned_view
+    retention = m.history_retention_ms
+    builder.topology.add_processor(proc, lambda: VersionedTableSourceProcessor(store, retention, flag), source)
+    builder.topology.add_state_store(versioned_spec(store, ks, vs, m), proc)
+    table = KTable(builder, proc, store, ks, vs, old_values=flag,
+                   getter=lambda context: versioned_view(context, store, retention).get, getter_stores=(store,))
+    table.history_retention_ms = retention
+    return table

@@ -18,6 +18,7 @@ from instance.serde import Serde
 from instance.topology import table_processors as TP
 from instance.topology.ktable import KTable, source_topics
 from instance.topology.processors import OldValues
+from instance.topology.versioned import VersionedStreamTableJoinProcessor, check_grace
 
 if TYPE_CHECKING:
     from instance.topology.builder import KStream, MaterializedArg
@@ -32,6 +33,8 @@ class Joined:
     value_serde: Serde | None = None
     other_value_serde: Serde | None = None
     name: str | None = None
+    #: KIP-923: hold stream records back this long (stream time) before joining (versioned tables)
+    grace_period_ms: int | None = None
 
     @staticmethod
     def with_(key_serde: Serde | None, value_serde: Serde | None,
@@ -44,6 +47,11 @@ class Joined:
 
     def with_name(self, name: str) -> Joined:
         return replace(self, name=name)
+
+    def with_grace_period(self, grace_ms: int) -> Joined:
+        if grace_ms < 0:
+            raise ValueError("grace period must not be negative")
+        return replace(self, grace_period_ms=grace_ms)
 
 
 _NAMES = {TP.INNER: ("KTABLE-JOINTHIS-", "KTABLE-JOINOTHER-"),
@@ -105,9 +113,16 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
     if stream.repartition_required:  # a key-changing operation came before: co-partition first
         stream = stream.repartition(name=f"{j.name}-left" if j.name else stream.node,
                                     key_serde=j.key_serde, value_serde=j.value_serde)
+    check_grace(j.grace_period_ms, table.history_retention_ms)
     node = j.name or b.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
     getter = table._getter
-    b.topology.add_processor(node, lambda: TP.StreamTableJoinProcessor(getter, joiner, left), stream.node)
+    retention, store = table.history_retention_ms, table.queryable_store_name
+    if retention is not None and store is not None:  # a versioned table: as of the record's time
+        grace = j.grace_period_ms or 0
+        b.topology.add_processor(node, lambda: VersionedStreamTableJoinProcessor(
+            store, retention, joiner, left, grace), stream.node)
+    else:
+        b.topology.add_processor(node, lambda: TP.StreamTableJoinProcessor(getter, joiner, left), stream.node)
     table.connect_getter(node)
     b.topology.add_copartition_group(source_topics(b.topology, stream.node) | table.source_topics())
     return KStream(b, node, stream.key_serde, None, repartition_required=False)
