@@ -5,6 +5,7 @@ co-partitioning checks done at start-up."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -154,38 +155,53 @@ def _table_table(kind: str, caching: bool, materialized: bool) -> StreamsBuilder
     return b
 
 
-def _scenario(d: TopologyTestDriver) -> list[list[tuple[Any, Any]]]:
-    """The input sequence of Kafka's KTableKTable*JoinTest.testJoin; the output after each step."""
+def _scenario(d: TopologyTestDriver, collect: Callable[[], list[tuple[Any, Any]]] | None = None
+              ) -> list[list[tuple[Any, Any]]]:
+    """The input sequence of Kafka's KTableKTable*JoinTest.testJoin; after each step, what
+    ``collect`` returns (default: the records of the output topic)."""
+    after = collect or (lambda: _read(d))
     t1 = d.create_input_topic("topic1", I, S)
     t2 = d.create_input_topic("topic2", I, S)
     steps: list[list[tuple[Any, Any]]] = []
     for k in KEYS[:2]:
         t1.pipe_input(k, f"X{k}", 5 + k)
     t1.pipe_input(None, "SomeVal", 42)  # a null key is dropped
-    steps.append(_read(d))
+    steps.append(after())
     for k in KEYS[:2]:
         t2.pipe_input(k, f"Y{k}", 10 * k)
     t2.pipe_input(None, "AnotherVal", 73)
-    steps.append(_read(d))
+    steps.append(after())
     for k in KEYS:
         t1.pipe_input(k, f"XX{k}", 7)
-    steps.append(_read(d))
+    steps.append(after())
     for k in KEYS:
         t2.pipe_input(k, f"YY{k}", k * 5)
-    steps.append(_read(d))
+    steps.append(after())
     for k in KEYS:
         t1.pipe_input(k, f"XXX{k}", 6)
-    steps.append(_read(d))
+    steps.append(after())
     t2.pipe_input(0, None, 5)
     t2.pipe_input(1, None, 7)
-    steps.append(_read(d))
+    steps.append(after())
     for k in KEYS:
         t1.pipe_input(k, f"XXXX{k}", 13)
-    steps.append(_read(d))
+    steps.append(after())
     for k, ts in zip(KEYS, [0, 42, 5, 20], strict=True):
         t1.pipe_input(k, None, ts)
-    steps.append(_read(d))
+    steps.append(after())
     return steps
+
+
+def _changes(seen: list[tuple[Any, Any, int]]) -> Callable[[], list[tuple[Any, Any]]]:
+    """Collects the changes a captured node forwarded since the last call."""
+    done = 0
+
+    def collect() -> list[tuple[Any, Any]]:
+        nonlocal done
+        new = [(k, c) for k, c, _ in seen[done:]]
+        done = len(seen)
+        return new
+    return collect
 
 
 EXPECTED = {
@@ -297,3 +313,47 @@ def test_join_of_a_cached_table_emits_the_latest_result_per_key_per_commit(cachi
     else:
         assert got == [(1, "one:1"), (1, "one:2"), (1, "one:3"), (2, "two:1"), (1, "one:4")]
     assert per_name == {"one": 1, "two": 1}
+
+
+def test_inner_join_sending_old_values() -> None:
+    """KTableKTableInnerJoinTest.testSendingOldValues: with old values enabled downstream, each
+    result carries the previous one; the request reaches both tables."""
+    b = _builder()
+    t1, t2 = b.table("topic1", "t1"), b.table("topic2", "t2")
+    joined = t1.join(t2, joiner)
+    seen = capture(b, joined)
+    assert not (t1.old_values.enabled or t2.old_values.enabled)  # an inner join needs none itself
+    joined.enable_send_old_values()
+    assert t1.old_values.enabled and t2.old_values.enabled and joined.old_values.enabled
+    with TopologyTestDriver(b.build()) as d:
+        steps = _scenario(d, _changes(seen))
+    assert steps == [
+        [],
+        [(0, Change("X0+Y0", None)), (1, Change("X1+Y1", None))],
+        [(0, Change("XX0+Y0", "X0+Y0")), (1, Change("XX1+Y1", "X1+Y1"))],
+        [(0, Change("XX0+YY0", "XX0+Y0")), (1, Change("XX1+YY1", "XX1+Y1")), (2, Change("XX2+YY2", None)),
+         (3, Change("XX3+YY3", None))],
+        [(k, Change(f"XXX{k}+YY{k}", f"XX{k}+YY{k}")) for k in KEYS],
+        [(0, Change(None, "XXX0+YY0")), (1, Change(None, "XXX1+YY1"))],
+        [(2, Change("XXXX2+YY2", "XXX2+YY2")), (3, Change("XXXX3+YY3", "XXX3+YY3"))],
+        [(2, Change(None, "XXXX2+YY2")), (3, Change(None, "XXXX3+YY3"))],
+    ]
+
+
+@pytest.mark.parametrize(("kind", "left_old", "right_old"),
+                         [("join", False, False), ("left_join", True, False), ("outer_join", True, True)])
+def test_which_tables_send_old_values_for_a_join(kind: str, left_old: bool, right_old: bool) -> None:
+    """KTableKTable*JoinTest.testNotSendingOldValue: a left join needs the left table's old
+    values, an outer join both; the join result sends none unless asked, so its changes carry
+    None as the old value."""
+    b = _builder()
+    t1, t2 = b.table("topic1", "t1"), b.table("topic2", "t2")
+    joined = getattr(t1, kind)(t2, joiner)
+    seen = capture(b, joined)
+    assert (t1.old_values.enabled, t2.old_values.enabled, joined.old_values.enabled) == (
+        left_old, right_old, False)
+    with TopologyTestDriver(b.build()) as d:
+        steps = _scenario(d, _changes(seen))
+    assert [[(k, c.new_value) for k, c in step] for step in steps] == EXPECTED[kind]
+    assert all(c.old_value is None for step in steps for _, c in step)
+
