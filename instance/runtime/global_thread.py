@@ -13,6 +13,7 @@ Stream threads only read global stores (``query_get``: no cache to go stale).
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -26,7 +27,7 @@ from instance.errors import StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
-from instance.state.checkpoint import TaskDirLock, read_checkpoint, write_checkpoint
+from instance.state.checkpoint import TaskDirLock, read_checkpoint
 from instance.state.kv_store import KeyValueStore
 from instance.state.store_builder import build_key_value_store
 from instance.topology.processor import ProcessorContext, RecordContext
@@ -46,7 +47,7 @@ class GlobalStateManager(ProcessorStateManager):
 
     def __init__(self, topology: Topology, partitions: dict[str, int], state_dir: Path | None,
                  application_id: str, in_memory: bool = False) -> None:
-        super().__init__(GLOBAL_ID, None, application_id, active=False)
+        super().__init__(GLOBAL_ID, None, application_id, active=False)  # opens nothing itself
         self.task_dir = None if state_dir is None else state_dir / "global"
         self._processors: dict[str, Any] = {}
         self._record = RecordContext()
@@ -75,7 +76,6 @@ class GlobalStateManager(ProcessorStateManager):
                 assert self.task_dir is not None
                 path = self.task_dir / "rocksdb" / g.spec.name
                 if not all(tp in checkpoint for tp in tps):
-                    import shutil
                     shutil.rmtree(path, ignore_errors=True)  # no checkpoint: load it whole again
                 inner = RocksDBBytesStore(g.spec.name, path)
                 self._persistent.update(tps)
@@ -114,12 +114,10 @@ class GlobalStateManager(ProcessorStateManager):
         self.changelog_offsets[tp] = next_offset
 
     def flush_and_checkpoint(self) -> None:
-        for store in self.stores.values():
-            store.flush()
-        offsets = {tp: o for tp, o in self.changelog_offsets.items() if tp in self._persistent}
-        if self.task_dir is not None and offsets and offsets != self._written:
-            write_checkpoint(self.task_dir, offsets)
-            self._written = offsets
+        """Flush the stores, then record the topic offsets they reflect (a checkpoint behind the
+        stores is harmless: re-applying the records from the topic is idempotent)."""
+        self.flush()
+        self._write_checkpoint()
 
 
 class _GlobalOwner:
@@ -190,7 +188,7 @@ class GlobalStreamThread(threading.Thread):
         if self.is_alive():
             self.join(timeout)
         try:
-            self.state.flush_and_checkpoint()
+            self.state.flush()
         finally:
             self.reader.close()
-            self.state.close(checkpoint=False)
+            self.state.close(checkpoint=True)
