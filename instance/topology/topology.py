@@ -168,7 +168,7 @@ class Topology:
         return self
 
     def add_state_store(self, spec: StoreSpec, *processor_names: str) -> Topology:
-        if spec.name in self._stores:
+        if spec.name in self._stores or spec.name in self._global_stores:
             raise TopologyException(f"store {spec.name!r} is already added")
         for pn in processor_names:
             if not isinstance(self._nodes.get(pn), ProcessorNodeDef):
