@@ -58,16 +58,18 @@ class KTable:
                  value_serde: Serde | None, *, old_values: OldValues | None = None,
                  getter: TP.GetterFactory | None = None, getter_stores: tuple[str, ...] | None = None,
                  upstream: tuple[KTable, ...] = ()) -> None:
-        if store is None and getter is None:
-            raise TopologyException(f"table {node}: an unmaterialized table needs a value getter")
+        if getter is None:
+            if store is None:
+                raise TopologyException(f"table {node}: an unmaterialized table needs a value getter")
+            getter, getter_stores = store_getter(store), (store,)
         self._b = builder
         self.node = node
         self.queryable_store_name = store
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.old_values = old_values or OldValues()
-        self._getter = getter or store_getter(store)  # type: ignore[arg-type]
-        self._getter_stores: tuple[str, ...] = getter_stores if getter_stores is not None else (store,)  # type: ignore[assignment]
+        self._getter = getter
+        self._getter_stores: tuple[str, ...] = getter_stores or ()
         self._upstream = upstream
         #: a versioned source table: its store's history retention (lookups as of a timestamp)
         self.history_retention_ms: int | None = None
