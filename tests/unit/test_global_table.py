@@ -150,3 +150,38 @@ def test_a_topic_cannot_feed_a_global_store_and_a_source() -> None:
     t.add_global_store(StoreSpec("g", S, S), "gs", "names", "gp")
     with pytest.raises(TopologyException, match="already added"):
         t.add_global_store(StoreSpec("g", S, S), "gs2", "other", "gp2")
+
+
+def _global_topology() -> Topology:
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    b.global_table("names", "names-store")
+    b.stream("in").to("out")
+    return b.build()
+
+
+def test_a_missing_global_topic_is_a_clear_error() -> None:
+    from instance.errors import StreamsException
+    from instance.runtime.global_thread import GlobalStateManager
+    with pytest.raises(StreamsException, match="topic 'names' of global store 'names-store' does not exist"):
+        GlobalStateManager(_global_topology(), {"in": 1}, None, "app")
+
+
+def test_global_stores_persist_with_a_checkpoint_and_reload_without_one(tmp_path: Any) -> None:
+    """Real RocksDB under <state.dir>/global: a checkpoint keeps the store and says from where to
+    read on; without one the store is wiped and loaded whole again."""
+    from instance.runtime.global_thread import GlobalStateManager
+    topology = _global_topology()
+    state = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")
+    assert state.changelog_partitions == [("names", 0), ("names", 1)]
+    state.restore(("names", 0), [(b"a", b"1"), (b"b", b"2")], 2)
+    state.restore(("names", 1), [(b"c", b"3"), (None, b"x")], 2)  # type: ignore[list-item]
+    state.flush_and_checkpoint()
+    state.close(checkpoint=True)
+    again = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")
+    assert again.checkpointed == {("names", 0): 2, ("names", 1): 2}
+    assert dict(again.stores["names-store"].all()) == {"a": "1", "b": "2", "c": "3"}
+    again.close(checkpoint=False)
+    (tmp_path / "global" / ".checkpoint").unlink()
+    fresh = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")
+    assert fresh.checkpointed == {} and dict(fresh.stores["names-store"].all()) == {}
+    fresh.close(checkpoint=False)
