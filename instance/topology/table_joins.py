@@ -83,13 +83,15 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
                                                                "KTABLE-MERGE-", None)
     store = None if spec is None else spec.name
     flag = OldValues()
+    # a materialized result takes old values from its store: the join sides never compute them
+    sides = OldValues() if store is not None else flag
     get_left, get_right = left._getter, right._getter
     other_mode = _OTHER_MODE[mode]
     topo = b.topology
-    topo.add_processor(this_node, lambda: TP.TableTableJoinProcessor(mode, True, joiner, get_right, flag),
+    topo.add_processor(this_node, lambda: TP.TableTableJoinProcessor(mode, True, joiner, get_right, sides),
                        left.node)
     topo.add_processor(other_node, lambda: TP.TableTableJoinProcessor(other_mode, False, joiner, get_left,
-                                                                      flag), right.node)
+                                                                      sides), right.node)
     right.connect_getter(this_node)
     left.connect_getter(other_node)
     topo.add_processor(merge_node, lambda: TP.TableJoinMergeProcessor(store, flag), this_node, other_node)
