@@ -14,7 +14,7 @@ from typing import Any
 
 from instance.config import StreamsConfig
 from instance.errors import StreamsException
-from instance.runtime.global_thread import GlobalStateManager
+from instance.runtime.global_state import GlobalStateManager
 from instance.runtime.task import DeserializationHandler, StreamTask
 from instance.serde import BytesSerde, Serde
 from instance.state.kv_store import KeyValueStore

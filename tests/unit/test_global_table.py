@@ -161,7 +161,7 @@ def _global_topology() -> Topology:
 
 def test_a_missing_global_topic_is_a_clear_error() -> None:
     from instance.errors import StreamsException
-    from instance.runtime.global_thread import GlobalStateManager
+    from instance.runtime.global_state import GlobalStateManager
     with pytest.raises(StreamsException, match="topic 'names' of global store 'names-store' does not exist"):
         GlobalStateManager(_global_topology(), {"in": 1}, None, "app")
 
@@ -169,7 +169,7 @@ def test_a_missing_global_topic_is_a_clear_error() -> None:
 def test_global_stores_persist_with_a_checkpoint_and_reload_without_one(tmp_path: Any) -> None:
     """Real RocksDB under <state.dir>/global: a checkpoint keeps the store and says from where to
     read on; without one the store is wiped and loaded whole again."""
-    from instance.runtime.global_thread import GlobalStateManager
+    from instance.runtime.global_state import GlobalStateManager
     topology = _global_topology()
     state = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")
     assert state.changelog_partitions == [("names", 0), ("names", 1)]
