@@ -18,7 +18,7 @@ from instance.serde import Serde
 from instance.topology import table_processors as TP
 from instance.topology.ktable import KTable, source_topics
 from instance.topology.processors import OldValues
-from instance.topology.versioned import VersionedStreamTableJoinProcessor, check_grace
+from instance.topology.versioned import VersionedStreamTableJoinProcessor, buffer_spec, check_grace
 
 if TYPE_CHECKING:
     from instance.topology.builder import KStream, MaterializedArg
@@ -121,8 +121,13 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
     retention, store = table.history_retention_ms, table.queryable_store_name
     if retention is not None and store is not None:  # a versioned table: as of the record's time
         grace = j.grace_period_ms or 0
+        buffer = f"{node}-grace-buffer" if grace > 0 else None
+        ks = j.key_serde or stream.key_serde or b.default_key_serde
+        vs = j.value_serde or stream.value_serde or b.default_value_serde
         b.topology.add_processor(node, lambda: VersionedStreamTableJoinProcessor(
-            store, retention, joiner, left, grace), stream.node)
+            store, retention, joiner, left, grace, buffer, ks, vs), stream.node)
+        if buffer is not None:
+            b.topology.add_state_store(buffer_spec(buffer), node)
     else:
         b.topology.add_processor(node, lambda: TP.StreamTableJoinProcessor(getter, joiner, left), stream.node)
     table.connect_getter(node)

@@ -3,17 +3,17 @@ forwards only updates that are the latest of their key (an out-of-order update i
 history but changes nothing downstream), and a stream-table join against it looks the table up
 as of each stream record's timestamp; ``Joined.with_grace_period`` holds stream records back (in
 timestamp order) until stream time passes them by the grace period, so late table updates are
-seen. Deviation: the grace buffer lives in memory (Kafka Streams changelogs it), so records held
-at a crash are processed again from the last commit, not lost."""
+seen. The grace buffer is a logged store, as in Kafka Streams."""
 
 from __future__ import annotations
 
 import heapq
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import Serde
+from instance.serde import BytesSerde, Serde
 from instance.state.change import Change
 from instance.state.spec import StoreSpec
 from instance.state.versioned_store import HistorySerde, VersionedKeyValueStore
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from instance.topology.builder import Materialized
 
 AsOfGetter = Callable[[Any, int], Any]
+_BUFFER_KEY = struct.Struct(">qq")  # timestamp, arrival sequence
+_LEN = struct.Struct(">i")
 
 
 def versioned_view(context: ProcessorContext, store_name: str, retention_ms: int) -> VersionedKeyValueStore:
@@ -63,15 +65,23 @@ class VersionedTableSourceProcessor(BaseProcessor):
 
 class VersionedStreamTableJoinProcessor(BaseProcessor):
     """A stream-table join whose lookup is as of the stream record's timestamp, optionally after
-    a grace period (see the module doc). Drops (and counts) None keys and values."""
+    a grace period (see the module doc). Drops (and counts) None keys and values.
+
+    The grace buffer is mirrored in a logged store (``buffer_store``: key ``(timestamp, seq)``
+    packed big-endian, value the record's serialized key and value), so records held across a
+    commit survive a crash or a move: the task reloads them before it processes anything."""
 
     def __init__(self, store_name: str, retention_ms: int, joiner: Callable[[Any, Any], Any], left: bool,
-                 grace_ms: int) -> None:
+                 grace_ms: int, buffer_store: str | None = None, key_serde: Serde | None = None,
+                 value_serde: Serde | None = None) -> None:
         self.store_name = store_name
         self.retention_ms = retention_ms
         self.joiner = joiner
         self.left = left
         self.grace_ms = grace_ms
+        self.buffer_store = buffer_store
+        self.key_serde = key_serde
+        self.value_serde = value_serde
         self.dropped_records = 0
         self._buffer: list[tuple[int, int, Any, Any]] = []
         self._seq = 0
@@ -82,6 +92,35 @@ class VersionedStreamTableJoinProcessor(BaseProcessor):
         self.table = versioned_view(context, self.store_name, self.retention_ms)
         self._record = context.record
         self._forward_at = context.forward
+        self._held: Any = None
+        if self.buffer_store is not None:
+            self._held = context.get_state_store(self.buffer_store)
+        self._loaded = False
+
+    def _load(self) -> None:
+        """Records a previous owner held (its store is restored before the task processes)."""
+        self._loaded = True
+        if self._held is None:
+            return
+        assert self.key_serde is not None and self.value_serde is not None
+        kd, vd = self.key_serde.deserialize, self.value_serde.deserialize
+        for kb, data in self._held.all():
+            ts, seq = _BUFFER_KEY.unpack(kb)
+            n = _LEN.unpack_from(data)[0]
+            self._buffer.append((ts, seq, kd(data[4:4 + n]), vd(data[4 + n:])))
+            self._seq = max(self._seq, seq + 1)
+            self._stream_time = max(self._stream_time, ts)
+        heapq.heapify(self._buffer)
+
+    def _hold(self, ts: int, key: Any, value: Any) -> None:
+        seq = self._seq
+        self._seq += 1
+        heapq.heappush(self._buffer, (ts, seq, key, value))
+        if self._held is not None:
+            assert self.key_serde is not None and self.value_serde is not None
+            kb = self.key_serde.serialize(key) or b""
+            self._held.put(_BUFFER_KEY.pack(ts, seq), _LEN.pack(len(kb)) + kb + (self.value_serde.serialize(value)
+                                                                                or b""), ts)
 
     def _join(self, key: Any, value: Any, ts: int, now: bool) -> None:
         other = self.table.get_as_of(key, ts)
@@ -93,6 +132,8 @@ class VersionedStreamTableJoinProcessor(BaseProcessor):
                 self._forward_at(key, out, ts)
 
     def process(self, key: Any, value: Any) -> None:
+        if not self._loaded:
+            self._load()
         ts = self._record.timestamp
         if ts > self._stream_time:
             self._stream_time = ts
@@ -106,12 +147,18 @@ class VersionedStreamTableJoinProcessor(BaseProcessor):
         if ts < horizon:  # later than the grace period: joined at once
             self._join(key, value, ts, True)
         else:
-            heapq.heappush(self._buffer, (ts, self._seq, key, value))
-            self._seq += 1
-        buf = self._buffer
+            self._hold(ts, key, value)
+        buf, held = self._buffer, self._held
         while buf and buf[0][0] <= horizon:
-            bts, _, bkey, bvalue = heapq.heappop(buf)
+            bts, seq, bkey, bvalue = heapq.heappop(buf)
+            if held is not None:
+                held.put(_BUFFER_KEY.pack(bts, seq), None, ts)
             self._join(bkey, bvalue, bts, False)
+
+
+def buffer_spec(name: str) -> StoreSpec:
+    """The logged store behind a join's grace buffer (bytes in, bytes out; no cache)."""
+    return StoreSpec(name, BytesSerde(), BytesSerde(), caching_enabled=False)
 
 
 def check_grace(grace_ms: int | None, table_retention_ms: int | None) -> None:

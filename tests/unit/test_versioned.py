@@ -109,3 +109,37 @@ def test_grace_period_needs_a_versioned_table_with_enough_history() -> None:
     b2, versioned = _versioned_builder(retention=50)
     with pytest.raises(TopologyException, match="history retention"):
         b2.stream("s2").join(versioned, joiner, Joined().with_grace_period(60))
+
+
+def _grace_topology() -> Any:
+    b, table = _versioned_builder()
+    b.stream("stream").join(table, joiner, Joined.as_("j").with_grace_period(10)).to("out")
+    return b.build()
+
+
+def _changelog(d: TopologyTestDriver, topic: str) -> list[tuple[Any, Any]]:
+    out = []
+    while (m := d.read_output(topic)) is not None:
+        out.append((m.key(), m.value()))
+    return out
+
+
+def test_grace_buffer_is_a_logged_store_restored_after_a_move() -> None:
+    """Records held across a commit are in the buffer's changelog; a new owner that restores it
+    (as the changelog reader does) releases them with their own timestamps."""
+    with TopologyTestDriver(_grace_topology(), {"application.id": "app"}) as d:
+        d.create_input_topic("table", S, S).pipe_input("k", "A", 10)
+        s = d.create_input_topic("stream", S, S)
+        s.pipe_input("k", "s30", 30)
+        s.pipe_input("k", "s33", 33)
+        assert len(list(d.get_key_value_store("j-grace-buffer").all())) == 2
+        table_log, buffer_log = _changelog(d, "app-vs-changelog"), _changelog(d, "app-j-grace-buffer-changelog")
+        assert len(buffer_log) == 2 and d.create_output_topic("out", S, S).is_empty()
+    with TopologyTestDriver(_grace_topology(), {"application.id": "app"}) as d2:
+        d2.get_key_value_store("vs").restore_batch(table_log)
+        d2.get_key_value_store("j-grace-buffer").restore_batch(buffer_log)
+        d2.create_input_topic("stream", S, S).pipe_input("k", "s50", 50)
+        out = d2.create_output_topic("out", S, S)
+        assert [out.read_record() for _ in range(2)] == [("k", "s30+A", 30), ("k", "s33+A", 33)]
+        assert out.is_empty()
+        assert len(list(d2.get_key_value_store("j-grace-buffer").all())) == 1  # s50 is held
