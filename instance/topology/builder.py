@@ -29,6 +29,8 @@ class Materialized:
     caching_enabled: bool = True
     logging_enabled: bool = True
     in_memory: bool = False
+    #: window and session stores: how long windows are kept (default: window size + grace)
+    retention_ms: int | None = None
 
     @staticmethod
     def as_(name: str) -> Materialized:
@@ -280,6 +282,12 @@ class KGroupedStream:
     def reduce(self, reducer: Callable[[Any, Any], Any], materialized: MaterializedArg = None) -> KTable:
         return self._aggregate("KSTREAM-REDUCE-", _materialized(materialized), self.value_serde,
                                lambda store: P.ReduceProcessor(store, reducer))
+
+    def windowed_by(self, windows: Any) -> Any:
+        """``TimeWindows`` / ``SlidingWindows`` / ``SessionWindows`` -> a windowed stream whose
+        ``count / reduce / aggregate`` give a KTable keyed by ``Windowed(key, window)``."""
+        from instance.topology.windowed import windowed_by
+        return windowed_by(self, windows)
 
     def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
                   materialized: MaterializedArg = None) -> KTable:

@@ -1,0 +1,195 @@
+"""The processors of windowed aggregations (Kafka Streams' ``KStreamWindowAggregate``,
+``KStreamSessionWindowAggregate``, ``KStreamSlidingWindowAggregate``).
+
+Each keeps its own observed stream time (the largest timestamp it has seen, as Kafka Streams'
+window processors do), so a window closes on stream time, never on wall-clock time: a record whose
+window ended more than the grace period before stream time is dropped and counted
+(``dropped_records``). Results reach children as ``(Windowed(key, window), aggregate)``: on every
+update through the store's cache (``EmitStrategy.on_window_update``), or once per window when
+stream time closes it (``on_window_close``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from instance.serde.windowed import SessionWindow, TimeWindow, Windowed
+from instance.state.change import Change
+from instance.topology.processor import BaseProcessor, ProcessorContext
+from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindows
+
+Initializer = Callable[[], Any]
+Aggregator = Callable[[Any, Any, Any], Any]
+Merger = Callable[[Any, Any, Any], Any]
+
+
+class _WindowedAggregateProcessor(BaseProcessor):
+    """Store access, stream time, drop counting, and forwarding from the store's flush listener."""
+
+    store_name: str
+    emit_on_close: bool
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+        self._record = context.record
+        self.observed_stream_time = -1
+        self.dropped_records = 0
+        self._last_emit_close = -1
+        self._fwd = context.forward
+        self.store.set_flush_listener(None if self.emit_on_close else self._on_change)
+
+    def _window(self, typed_key: Any) -> Any:
+        raise NotImplementedError
+
+    def _on_change(self, typed_key: Any, change: Change, timestamp: int) -> None:
+        new, old = change
+        if new is None and old is None:
+            return  # created and removed within one flush: nothing downstream ever saw
+        value = self._unwrap(new)
+        self._fwd(Windowed(typed_key[0], self._window(typed_key)), value, timestamp)
+
+    @staticmethod
+    def _unwrap(stored: Any) -> Any:
+        return stored
+
+
+class _TimestampedWindowProcessor(_WindowedAggregateProcessor):
+    """Time and sliding windows: a timestamped window store, windows ``[start, start + size)``."""
+
+    size_ms: int
+
+    def _window(self, typed_key: Any) -> Any:
+        start = typed_key[1]
+        return TimeWindow(start, start + self.size_ms)
+
+    @staticmethod
+    def _unwrap(stored: Any) -> Any:
+        return None if stored is None else stored[0]
+
+    def _emit_closed(self, close_time: int, lower: int) -> None:
+        """``on_window_close``: forward every window whose end stream time passed since the last
+        emit (starts in ``[lower, close - size]``), with the timestamp of its latest record."""
+        if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
+            return
+        upper = close_time - self.size_ms
+        if upper >= 0:
+            fwd = self._fwd
+            for windowed, vt in self.store.fetch_all(lower, upper):
+                if vt is not None:
+                    fwd(windowed, vt[0], vt[1])
+        self._last_emit_close = close_time
+
+
+class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
+    """Tumbling and hopping windows: each record updates every window it falls in."""
+
+    def __init__(self, store_name: str, windows: TimeWindows, initializer: Initializer,
+                 aggregator: Aggregator, emit_on_close: bool) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.size_ms = windows.size_ms
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.emit_on_close = emit_on_close
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            self.dropped_records += 1
+            return
+        ts = self._record.timestamp
+        if ts > self.observed_stream_time:
+            self.observed_stream_time = ts
+        close_time = self.observed_stream_time - self.windows.grace_ms
+        store, size = self.store, self.size_ms
+        for start in self.windows.windows_for(ts):
+            if start + size <= close_time:
+                self.dropped_records += 1
+                continue
+            old = store.fetch_timestamped(key, start)
+            if old is None:
+                agg, new_ts = self.initializer(), ts
+            else:
+                agg, new_ts = old[0], max(ts, old[1])
+            store.put(key, self.aggregator(key, value, agg), start, new_ts)
+        if self.emit_on_close:
+            last = self._last_emit_close
+            self._emit_closed(close_time, 0 if last < 0 else max(0, last - size) + 1)
+
+
+class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
+    """Sessions: a record opens a session or extends (and merges) those within the gap."""
+
+    def __init__(self, store_name: str, windows: SessionWindows, initializer: Initializer,
+                 aggregator: Aggregator, merger: Merger, emit_on_close: bool) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.merger = merger
+        self.emit_on_close = emit_on_close
+
+    def _window(self, typed_key: Any) -> Any:
+        return SessionWindow(typed_key[1], typed_key[2])
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            self.dropped_records += 1
+            return
+        ts = self._record.timestamp
+        if ts > self.observed_stream_time:
+            self.observed_stream_time = ts
+        close_time = self.observed_stream_time - self.windows.grace_ms
+        gap = self.windows.gap_ms
+        store = self.store
+        merged = store.find_sessions(key, ts - gap, ts + gap)
+        agg = self.initializer()
+        start = end = ts
+        for session, session_agg in merged:
+            agg = self.merger(key, agg, session_agg)
+            start = min(start, session.window.start)
+            end = max(end, session.window.end)
+        if end < close_time:
+            self.dropped_records += 1
+            return
+        if (start, end) != (ts, ts):  # merged: the old sessions go (tombstones downstream)
+            for session, _ in merged:
+                store.remove(session)
+        agg = self.aggregator(key, value, agg)
+        store.put(Windowed(key, SessionWindow(start, end)), agg)
+        if self.emit_on_close:
+            self._emit_closed(close_time)
+
+    def _emit_closed(self, close_time: int) -> None:
+        """Sessions whose end passed ``close_time`` since the last emit, oldest first."""
+        if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
+            return
+        lower = self._last_emit_close
+        fwd = self._fwd
+        for session, agg in self.store.all():
+            end = session.window.end
+            if lower <= end < close_time and agg is not None:
+                fwd(session, agg, end)
+        self._last_emit_close = close_time
+
+
+class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
+    """Sliding windows (KIP-450): windows ``[t - diff, t]`` and ``[t + 1, t + 1 + diff]`` around each
+    record ``t``, kept as time windows ``[start, start + diff + 1)`` (ends inclusive)."""
+
+    def __init__(self, store_name: str, windows: SlidingWindows, initializer: Initializer,
+                 aggregator: Aggregator, emit_on_close: bool) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.size_ms = windows.time_difference_ms
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.emit_on_close = emit_on_close
+
+    def _window(self, typed_key: Any) -> Any:
+        start = typed_key[1]
+        return TimeWindow(start, start + self.size_ms)
+
+    def process(self, key: Any, value: Any) -> None:
+        raise NotImplementedError
