@@ -162,11 +162,25 @@ class WindowStore(WindowedStoreBase):
 
     def fetch_all(self, time_from: int, time_to: int) -> list[tuple[Windowed, Any]]:
         """Every key's windows starting in ``[from, to]``, by start, then key bytes."""
+        size, value = self.window_size_ms, self._value
+        return [(Windowed(k[0], TimeWindow(k[1], k[1] + size)), value(v))
+                for k, v in self._fetch_all_entries(time_from, time_to)]
+
+    def fetch_all_timestamped(self, time_from: int, time_to: int) -> list[tuple[Windowed, Any]]:
+        """``fetch_all`` with the stored ``(value, timestamp)`` of a timestamped store, including
+        windows retention passed but whose segment is still there: a window expires when it
+        closes, and the emit-on-close path reads it right after."""
+        size = self.window_size_ms
+        return [(Windowed(k[0], TimeWindow(k[1], k[1] + size)), v)
+                for k, v in self._fetch_all_entries(time_from, time_to, clamp=False)]
+
+    def _fetch_all_entries(self, time_from: int, time_to: int, clamp: bool = True) -> list[tuple[Any, Any]]:
         self._check_open()
-        time_from = max(time_from, self.observed_stream_time - self.retention_ms + 1, 0)
+        if clamp:
+            time_from = max(time_from, self.observed_stream_time - self.retention_ms + 1, 0)
         stored = (e for e in self._stored(None, None, None) if time_from <= e[0][1] <= time_to)
         pending = self._pending(lambda k: time_from <= k[1] <= time_to)
-        return self._windowed(self._merged(stored, pending, self._by_start_key))
+        return self._merged(stored, pending, self._by_start_key)
 
     def all(self) -> list[tuple[Windowed, Any]]:
         """Every unexpired window, by start, then key bytes."""
@@ -175,10 +189,6 @@ class WindowStore(WindowedStoreBase):
     def _by_start_key(self, e: tuple[Any, Any]) -> Any:
         k = e[0]
         return (k[1], self._ks(k[0]), k[2])
-
-    def _windowed(self, entries: list[tuple[Any, Any]]) -> list[tuple[Windowed, Any]]:
-        size = self.window_size_ms
-        return [(Windowed(k[0], TimeWindow(k[1], k[1] + size)), self._value(v)) for k, v in entries]
 
 
 def _by_start_seq(e: tuple[Any, Any]) -> Any:

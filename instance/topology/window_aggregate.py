@@ -74,11 +74,11 @@ class _TimestampedWindowProcessor(_WindowedAggregateProcessor):
         if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
             return
         upper = close_time - self.size_ms
-        if upper >= 0:
-            fwd = self._fwd
-            for windowed, vt in self.store.fetch_all(lower, upper):
-                if vt is not None:
-                    fwd(windowed, vt[0], vt[1])
+        if upper < 0:  # no window has closed yet
+            return
+        fwd = self._fwd
+        for windowed, vt in self.store.fetch_all_timestamped(lower, upper):
+            fwd(windowed, vt[0], vt[1])
         self._last_emit_close = close_time
 
 

@@ -1,0 +1,157 @@
+"""Windowed aggregations through the TopologyTestDriver, with the cases and expected outputs of
+Kafka Streams' KStreamWindowAggregateTest, KStreamSessionWindowAggregateProcessorTest and
+KStreamSlidingWindowAggregateTest (rewritten; results record for record)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from instance.errors import TopologyException
+from instance.serde import LongSerde, StringSerde
+from instance.serde.windowed import TimeWindow, Windowed, WindowedSerdes
+from instance.testing import TopologyTestDriver
+from instance.topology import BaseProcessor, Materialized, StreamsBuilder
+from instance.topology.windows import EmitStrategy, TimeWindows
+
+S, L = StringSerde(), LongSerde()
+DAY = 24 * 3600 * 1000
+
+
+def _concat(key: Any, value: Any, agg: Any) -> Any:
+    return f"{agg}+{value}"
+
+
+class _Capture(BaseProcessor):
+    def __init__(self, out: list[tuple[Any, Any, int]]) -> None:
+        self.out = out
+
+    def process(self, key: Any, value: Any) -> None:
+        self.out.append((key, value, self.context.timestamp))
+
+
+def _tw(key: str, start: int, end: int) -> Windowed:
+    return Windowed(key, TimeWindow(start, end))
+
+
+def test_hopping_window_aggregate_kafka_agg_basic() -> None:
+    """KStreamWindowAggregateTest.testAggBasic: size 10, advance 5, late records still in grace."""
+    b = StreamsBuilder(S, S)
+    out: list[tuple[Any, Any, int]] = []
+    (b.stream("topic1").group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(10, DAY).advance_by(5))
+     .aggregate(lambda: "0", _concat, Materialized(name="topic1-Canonized", value_serde=S))
+     .to_stream().process(lambda: _Capture(out)))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("topic1", S, S)
+        for k, v, ts in [("A", "1", 0), ("B", "2", 1), ("C", "3", 2), ("D", "4", 3), ("A", "1", 4),
+                         ("A", "1", 5), ("B", "2", 6), ("D", "4", 7), ("B", "2", 8), ("C", "3", 9),
+                         ("A", "1", 10), ("B", "2", 11), ("D", "4", 12), ("B", "2", 13), ("C", "3", 14),
+                         ("B", "1", 3), ("B", "2", 2), ("B", "3", 9)]:
+            t.pipe_input(k, v, ts)
+        assert out == [
+            (_tw("A", 0, 10), "0+1", 0), (_tw("B", 0, 10), "0+2", 1), (_tw("C", 0, 10), "0+3", 2),
+            (_tw("D", 0, 10), "0+4", 3), (_tw("A", 0, 10), "0+1+1", 4),
+            (_tw("A", 0, 10), "0+1+1+1", 5), (_tw("A", 5, 15), "0+1", 5),
+            (_tw("B", 0, 10), "0+2+2", 6), (_tw("B", 5, 15), "0+2", 6),
+            (_tw("D", 0, 10), "0+4+4", 7), (_tw("D", 5, 15), "0+4", 7),
+            (_tw("B", 0, 10), "0+2+2+2", 8), (_tw("B", 5, 15), "0+2+2", 8),
+            (_tw("C", 0, 10), "0+3+3", 9), (_tw("C", 5, 15), "0+3", 9),
+            (_tw("A", 5, 15), "0+1+1", 10), (_tw("A", 10, 20), "0+1", 10),
+            (_tw("B", 5, 15), "0+2+2+2", 11), (_tw("B", 10, 20), "0+2", 11),
+            (_tw("D", 5, 15), "0+4+4", 12), (_tw("D", 10, 20), "0+4", 12),
+            (_tw("B", 5, 15), "0+2+2+2+2", 13), (_tw("B", 10, 20), "0+2+2", 13),
+            (_tw("C", 5, 15), "0+3+3", 14), (_tw("C", 10, 20), "0+3", 14),
+            (_tw("B", 0, 10), "0+2+2+2+1", 8), (_tw("B", 0, 10), "0+2+2+2+1+2", 8),
+            (_tw("B", 0, 10), "0+2+2+2+1+2+3", 9), (_tw("B", 5, 15), "0+2+2+2+2+3", 13)]
+        ws = d.get_window_store("topic1-Canonized")
+        assert ws.fetch("B", 0, 10) == [(0, "0+2+2+2+1+2+3"), (5, "0+2+2+2+2+3"), (10, "0+2+2")]
+        assert ws.fetch("A", 5) == "0+1+1"
+
+
+def _late_topology(windows: TimeWindows) -> StreamsBuilder:
+    b = StreamsBuilder(S, S)
+    (b.stream("topic").group_by_key().windowed_by(windows)
+     .aggregate(lambda: "", _concat, Materialized(name="store", value_serde=S, caching_enabled=False,
+                                                 logging_enabled=False))
+     .to_stream().map(lambda k, v: (str(k), v)).to("output"))
+    return b
+
+
+def test_records_past_the_grace_period_are_dropped_and_counted() -> None:
+    """shouldLogAndMeterWhenSkippingExpiredWindow: size 10, advance 5, grace 90."""
+    b = _late_topology(TimeWindows.of_size_and_grace(10, 90).advance_by(5))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("topic", S, S)
+        t.pipe_input("k", "100", 100)
+        for i in range(7):
+            t.pipe_input("k", str(i), i)
+        o = d.create_output_topic("output", S, S)
+        assert [o.read_record() for _ in range(4)] == [
+            ("[k@95/105]", "+100", 100), ("[k@100/110]", "+100", 100),
+            ("[k@5/15]", "+5", 5), ("[k@5/15]", "+5+6", 6)]
+        assert o.is_empty()
+        assert d.dropped_records_total() == 7
+
+
+def test_tumbling_window_drops_by_grace() -> None:
+    """shouldLogAndMeterWhenSkippingExpiredWindowByGrace: size 10, grace 90."""
+    b = _late_topology(TimeWindows.of_size_and_grace(10, 90))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("topic", S, S)
+        for v, ts in [("100", 200), ("0", 100), ("1", 101), ("2", 102), ("3", 103), ("4", 104),
+                      ("5", 105), ("6", 6)]:
+            t.pipe_input("k", v, ts)
+        o = d.create_output_topic("output", S, S)
+        assert o.read_record() == ("[k@200/210]", "+100", 200)
+        assert o.is_empty()
+        assert d.dropped_records_total() == 7
+
+
+def test_windowed_count_to_a_topic_read_with_the_public_windowed_serde() -> None:
+    b = StreamsBuilder(S, S)
+    (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(60_000))
+     .count(Materialized.as_("counts")).to_stream().to("out"))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        for k, ts in [("a", 1_000), ("a", 59_999), ("b", 60_000), ("a", 60_001), ("a", 30_000)]:
+            t.pipe_input(k, "x", ts)
+        o = d.create_output_topic("out", WindowedSerdes.time_windowed(S, 60_000), L)
+        assert o.read_key_values_to_list() == [
+            (_tw("a", 0, 60_000), 1), (_tw("a", 0, 60_000), 2), (_tw("b", 60_000, 120_000), 1),
+            (_tw("a", 60_000, 120_000), 1)]  # a@30000 is late: window [0, 60000) closed at 60000
+        assert d.dropped_records_total() == 1
+        # retention = size + grace: at stream time 60001 the window starting at 0 is gone
+        assert d.get_window_store("counts").fetch_all(0, 60_000) == [
+            (_tw("a", 60_000, 120_000), 1), (_tw("b", 60_000, 120_000), 1)]
+
+
+def test_emit_on_window_close_forwards_each_window_once_when_stream_time_closes_it() -> None:
+    b = StreamsBuilder(S, S)
+    out: list[tuple[Any, Any, int]] = []
+    (b.stream("in").group_by_key()
+     .windowed_by(TimeWindows.of_size_and_grace(10, 5)).emit_strategy(EmitStrategy.on_window_close())
+     .count().to_stream().process(lambda: _Capture(out)))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        t.pipe_input("a", "x", 1)
+        t.pipe_input("b", "x", 3)
+        t.pipe_input("a", "x", 9)
+        t.pipe_input("a", "x", 12)
+        assert out == []
+        t.pipe_input("a", "x", 14)  # close time 9: nothing ended yet
+        assert out == []
+        t.pipe_input("b", "x", 15)  # close time 10: [0, 10) closes
+        assert out == [(_tw("a", 0, 10), 2, 9), (_tw("b", 0, 10), 1, 3)]
+        t.pipe_input("a", "x", 6)  # late: dropped
+        t.pipe_input("c", "x", 30)  # close 25: [10, 20) closes
+        assert out[2:] == [(_tw("a", 10, 20), 2, 14), (_tw("b", 10, 20), 1, 15)]
+        assert d.dropped_records_total() == 1
+
+
+def test_windowed_retention_shorter_than_the_window_is_rejected() -> None:
+    b = StreamsBuilder(S, S)
+    with pytest.raises(TopologyException, match="retention"):
+        (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(100, 10))
+         .count(Materialized(name="c", retention_ms=50)))
