@@ -71,7 +71,7 @@ class SessionStore(WindowedStoreBase):
             raise ValueError(f"store {self.name}: key must not be None")
         if w.end > self.observed_stream_time:
             self._observe(w.end)
-        if aggregate is not None and self._expired(w.end):
+        if aggregate is not None and self._segment_expired(w.end):
             self.expired_puts += 1
             return
         self._put((session.key, w.start, w.end), aggregate, w.end)
@@ -91,8 +91,10 @@ class SessionStore(WindowedStoreBase):
         kb = self._ks(key)
         if kb is None:
             raise ValueError(f"store {self.name}: key must not be None")
-        earliest_session_end = max(earliest_session_end, self.observed_stream_time - self.retention_ms + 1)
-        lo = kb + _END_START.pack(earliest_session_end, -_MAX - 1)
+        # times are never negative (a negative one would sort after the positive ones as bytes).
+        # Retention applies by whole segments only: a session just past it still merges.
+        earliest_session_end = max(earliest_session_end, 0)
+        lo = kb + _END_START.pack(earliest_session_end, 0)
         hi = kb + _END_START.pack(_MAX, _MAX) + b"\x00"
         stored = (e for e in self._stored(lo, hi, len(kb) + SUFFIX) if e[0][1] <= latest_session_start)
         pending = self._pending(lambda k: k[0] == key and k[2] >= earliest_session_end
@@ -110,9 +112,8 @@ class SessionStore(WindowedStoreBase):
 
     def all(self) -> list[tuple[Windowed, Any]]:
         self._check_open()
-        floor = self.observed_stream_time - self.retention_ms + 1
-        stored = (e for e in self._stored(None, None, None) if e[0][2] >= floor)
-        pending = self._pending(lambda k: k[2] >= floor)
+        stored = self._stored(None, None, None)
+        pending = self._pending(lambda k: True)
         merged = self._merged(stored, pending, lambda e: (e[0][2], self._ks(e[0][0]), e[0][1]))
         return [(Windowed(k[0], SessionWindow(k[1], k[2])), v) for k, v in merged]
 

@@ -109,7 +109,7 @@ class WindowStore(WindowedStoreBase):
         ts = window_start if timestamp is None else timestamp
         if window_start > self.observed_stream_time:
             self._observe(window_start)
-        if self._expired(window_start):
+        if self._segment_expired(window_start):
             self.expired_puts += 1
             return
         seq = 0

@@ -65,7 +65,12 @@ class WindowedStoreBase:
         raise NotImplementedError
 
     def _expired(self, t: int) -> bool:
+        """Reads hide windows retention passed (Kafka Streams' ``observedStreamTime - retention``)."""
         return t <= self.observed_stream_time - self.retention_ms
+
+    def _segment_expired(self, t: int) -> bool:
+        """Puts are dropped only when their segment is gone, as in Kafka Streams' RocksDB stores."""
+        return t // self.inner.interval < self._min_live_segment
 
     def _pending(self, match: Callable[[Any], bool]) -> dict[Any, Any]:
         """Writes of the typed layer not below yet that ``match`` (typed key -> value or None)."""

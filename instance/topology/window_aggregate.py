@@ -140,8 +140,9 @@ class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
         ts = self._record.timestamp
         if ts > self.observed_stream_time:
             self.observed_stream_time = ts
-        close_time = self.observed_stream_time - self.windows.grace_ms
         gap = self.windows.gap_ms
+        # a session can still grow until stream time passes its end by the gap, then the grace
+        close_time = self.observed_stream_time - gap - self.windows.grace_ms
         store = self.store
         merged = store.find_sessions(key, ts - gap, ts + gap)
         agg = self.initializer()

@@ -10,10 +10,10 @@ import pytest
 
 from instance.errors import TopologyException
 from instance.serde import LongSerde, StringSerde
-from instance.serde.windowed import TimeWindow, Windowed, WindowedSerdes
+from instance.serde.windowed import SessionWindow, TimeWindow, Windowed, WindowedSerdes
 from instance.testing import TopologyTestDriver
 from instance.topology import BaseProcessor, Materialized, StreamsBuilder
-from instance.topology.windows import EmitStrategy, TimeWindows
+from instance.topology.windows import EmitStrategy, SessionWindows, TimeWindows
 
 S, L = StringSerde(), LongSerde()
 DAY = 24 * 3600 * 1000
@@ -155,3 +155,87 @@ def test_windowed_retention_shorter_than_the_window_is_rejected() -> None:
     with pytest.raises(TopologyException, match="retention"):
         (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(100, 10))
          .count(Materialized(name="c", retention_ms=50)))
+
+
+# -- session windows ---------------------------------------------------------------------------
+
+GAP = 5 * 60 * 1000
+
+
+def _sw(key: str, start: int, end: int) -> Windowed:
+    return Windowed(key, SessionWindow(start, end))
+
+
+def _session_count(caching: bool, windows: SessionWindows = SessionWindows.of_inactivity_gap_and_grace(GAP, DAY)
+                   ) -> tuple[StreamsBuilder, list[tuple[Any, Any, int]]]:
+    b = StreamsBuilder(S, S)
+    out: list[tuple[Any, Any, int]] = []
+    (b.stream("in").group_by_key().windowed_by(windows)
+     .count(Materialized(name="sessions", caching_enabled=caching))
+     .to_stream().process(lambda: _Capture(out)))
+    return b, out
+
+
+def test_sessions_merge_and_forward_tombstones_for_the_merged_ones() -> None:
+    """shouldHandleMultipleSessionsAndMerging, committed after each record (as the driver does)."""
+    b, out = _session_count(caching=True)
+    g = GAP
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        for k, ts in [("a", 0), ("b", 0), ("c", 0), ("d", 0), ("d", g // 2), ("a", g + 1), ("b", g + 1),
+                      ("a", g + 1 + g // 2), ("c", g + 1 + g // 2)]:
+            t.pipe_input(k, "1", ts)
+        assert out == [
+            (_sw("a", 0, 0), 1, 0), (_sw("b", 0, 0), 1, 0), (_sw("c", 0, 0), 1, 0), (_sw("d", 0, 0), 1, 0),
+            (_sw("d", 0, 0), None, 0), (_sw("d", 0, g // 2), 2, g // 2),
+            (_sw("a", g + 1, g + 1), 1, g + 1), (_sw("b", g + 1, g + 1), 1, g + 1),
+            (_sw("a", g + 1, g + 1), None, g + 1), (_sw("a", g + 1, g + 1 + g // 2), 2, g + 1 + g // 2),
+            (_sw("c", g + 1 + g // 2, g + 1 + g // 2), 1, g + 1 + g // 2)]
+        store = d.get_session_store("sessions")
+        assert store.fetch("a") == [(_sw("a", 0, 0), 1), (_sw("a", g + 1, g + 1 + g // 2), 2)]
+        assert store.find_sessions("d", 0, g) == [(_sw("d", 0, g // 2), 2)]
+
+
+def test_uncached_session_merge_forwards_the_removed_session_at_once() -> None:
+    """shouldImmediatelyForwardRemovedSessionsWhenMerging."""
+    b, out = _session_count(caching=False)
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        t.pipe_input("a", "1", 0)
+        t.pipe_input("a", "1", 5)
+        assert out == [(_sw("a", 0, 0), 1, 0), (_sw("a", 0, 0), None, 0), (_sw("a", 0, 5), 2, 5)]
+
+
+@pytest.mark.parametrize(("grace", "dropped"), [(0, ["Late1"]), (1, ["Late1"])])
+def test_late_session_records_are_dropped_after_gap_plus_grace(grace: int, dropped: list[str]) -> None:
+    """shouldLogAndMeterWhenSkippingLateRecordWith{Zero,Nonzero}Grace (gap 10)."""
+    b, out = _session_count(False, SessionWindows.of_inactivity_gap_and_grace(10, grace))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        t.pipe_input("dummy", "dummy", 0)
+        t.pipe_input("OnTime1", "1", 0)
+        t.pipe_input("dummy", "dummy", 11)
+        if grace:
+            t.pipe_input("OnTime2", "1", 0)  # stream time 11, grace 1: still on time
+            t.pipe_input("dummy", "dummy", 12)
+        t.pipe_input("Late1", "1", 0)
+        keys = {w.key for w, _, _ in out}
+        assert "Late1" not in keys and "OnTime1" in keys and (not grace or "OnTime2" in keys)
+        assert d.dropped_records_total() == 1
+
+
+def test_session_aggregate_with_merger_to_a_topic_read_with_the_session_serde() -> None:
+    b = StreamsBuilder(S, S)
+    (b.stream("in").group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(10))
+     .aggregate(lambda: "", lambda k, v, agg: agg + v, lambda k, a1, a2: a1 + a2,
+                Materialized(name="s", value_serde=S, caching_enabled=False))
+     .to_stream().to("out"))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        t.pipe_input("k", "a", 0)
+        t.pipe_input("k", "c", 20)
+        t.pipe_input("k", "b", 10)  # bridges both sessions
+        o = d.create_output_topic("out", WindowedSerdes.session_windowed(S), S)
+        assert o.read_key_values_to_list() == [
+            (_sw("k", 0, 0), "a"), (_sw("k", 20, 20), "c"),
+            (_sw("k", 0, 0), None), (_sw("k", 20, 20), None), (_sw("k", 0, 20), "acb")]

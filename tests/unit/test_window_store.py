@@ -77,8 +77,8 @@ def test_retention_drops_expired_puts_and_hides_expired_windows() -> None:
     w.put("k", 3, 1200)  # stream time 1200: windows starting at or before 200 are expired
     assert w.fetch("k", 0, 2000) == [(500, 2), (1200, 3)]
     assert w.fetch("k", 0) is None
-    w.put("k", 4, 100)
-    assert w.expired_puts == 1
+    w.put("k", 4, 100)  # its segment is still there: kept below, but hidden from reads
+    assert w.expired_puts == 0
     assert w.fetch("k", 0, 2000) == [(500, 2), (1200, 3)]
 
 
@@ -95,6 +95,8 @@ def test_whole_segments_are_dropped_below_and_unlogged() -> None:
     assert w.inner.segments == {1, 3}
     assert sum(len(b) for b in log) == logged + 1  # only the new put: the drop is not logged
     assert w.fetch("k", 0, 300_000) == [(200_000, 3)]  # 61000 is past retention, hidden
+    w.put("k", 4, 59_000)  # its segment is gone: dropped
+    assert w.expired_puts == 1 and w.inner.segments == {1, 3}
 
 
 def test_timestamped_window_store_keeps_value_and_timestamp() -> None:
