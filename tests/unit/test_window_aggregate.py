@@ -166,7 +166,10 @@ def _sw(key: str, start: int, end: int) -> Windowed:
     return Windowed(key, SessionWindow(start, end))
 
 
-def _session_count(caching: bool, windows: SessionWindows = SessionWindows.of_inactivity_gap_and_grace(GAP, DAY)
+SESSIONS = SessionWindows.of_inactivity_gap_and_grace(GAP, DAY)
+
+
+def _session_count(caching: bool, windows: SessionWindows = SESSIONS
                    ) -> tuple[StreamsBuilder, list[tuple[Any, Any, int]]]:
     b = StreamsBuilder(S, S)
     out: list[tuple[Any, Any, int]] = []
