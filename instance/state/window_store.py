@@ -147,6 +147,10 @@ class WindowStore(WindowedStoreBase):
         """``fetch(key, from, to)``, newest first."""
         return self.fetch(key, time_from, time_to)[::-1]  # type: ignore[no-any-return]
 
+    def fetch_timestamped_range(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
+        """``fetch(key, from, to)`` with the stored ``(value, timestamp)`` of a timestamped store."""
+        return [(k[1], v) for k, v in self._fetch_entries(key, time_from, time_to)]
+
     def _fetch_entries(self, key: Any, time_from: int, time_to: int) -> list[tuple[Any, Any]]:
         time_from = max(time_from, self.observed_stream_time - self.retention_ms + 1, 0)
         if time_to < time_from:

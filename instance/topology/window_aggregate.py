@@ -68,12 +68,11 @@ class _TimestampedWindowProcessor(_WindowedAggregateProcessor):
     def _unwrap(stored: Any) -> Any:
         return None if stored is None else stored[0]
 
-    def _emit_closed(self, close_time: int, lower: int) -> None:
-        """``on_window_close``: forward every window whose end stream time passed since the last
-        emit (starts in ``[lower, close - size]``), with the timestamp of its latest record."""
+    def _emit_closed(self, close_time: int, lower: int, upper: int) -> None:
+        """``on_window_close``: forward every window stream time closed since the last emit
+        (starts in ``[lower, upper]``), with the timestamp of its latest record."""
         if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
             return
-        upper = close_time - self.size_ms
         if upper < 0:  # no window has closed yet
             return
         fwd = self._fwd
@@ -113,9 +112,9 @@ class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
             else:
                 agg, new_ts = old[0], max(ts, old[1])
             store.put(key, self.aggregator(key, value, agg), start, new_ts)
-        if self.emit_on_close:
+        if self.emit_on_close:  # windows ``[start, end)`` close when ``end <= close_time``
             last = self._last_emit_close
-            self._emit_closed(close_time, 0 if last < 0 else max(0, last - size) + 1)
+            self._emit_closed(close_time, 0 if last < 0 else max(0, last - size) + 1, close_time - size)
 
 
 class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
@@ -176,8 +175,10 @@ class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
 
 
 class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
-    """Sliding windows (KIP-450): windows ``[t - diff, t]`` and ``[t + 1, t + 1 + diff]`` around each
-    record ``t``, kept as time windows ``[start, start + diff + 1)`` (ends inclusive)."""
+    """Sliding windows (KIP-450), as Kafka Streams builds them: each record has a left window
+    ``[t - diff, t]`` and, when a later record exists within ``diff``, a right window
+    ``[t + 1, t + 1 + diff]``; only windows holding records exist. Both ends are inclusive; the
+    windows are stored by start (``TimeWindow(start, start + diff)``)."""
 
     def __init__(self, store_name: str, windows: SlidingWindows, initializer: Initializer,
                  aggregator: Aggregator, emit_on_close: bool) -> None:
@@ -188,9 +189,95 @@ class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
         self.aggregator = aggregator
         self.emit_on_close = emit_on_close
 
-    def _window(self, typed_key: Any) -> Any:
-        start = typed_key[1]
-        return TimeWindow(start, start + self.size_ms)
-
     def process(self, key: Any, value: Any) -> None:
-        raise NotImplementedError
+        if key is None or value is None:
+            self.dropped_records += 1
+            return
+        ts = self._record.timestamp
+        if ts > self.observed_stream_time:
+            self.observed_stream_time = ts
+        close_time = self.observed_stream_time - self.windows.grace_ms
+        diff = self.size_ms
+        if ts + 1 + diff <= close_time:  # even its right window has closed
+            self.dropped_records += 1
+        elif ts < diff:
+            self._process_early(key, value, ts, close_time)
+        else:
+            self._process(key, value, ts, close_time)
+        if self.emit_on_close:  # windows ``[start, end]`` close when ``end < close_time``
+            last = self._last_emit_close
+            self._emit_closed(close_time, 0 if last < 0 else max(0, last - diff), close_time - diff - 1)
+
+    def _process(self, key: Any, value: Any, ts: int, close_time: int) -> None:
+        diff = self.size_ms
+        starts: set[int] = set()
+        left_agg = right_agg = None
+        left_exists = right_exists = False
+        previous_ts: int | None = None
+        for start, vt in self.store.fetch_timestamped_range(key, max(0, ts - 2 * diff), ts + 1):
+            starts.add(start)
+            end = start + diff
+            if end < ts:
+                left_agg, previous_ts = vt, vt[1]
+            elif end == ts:
+                left_exists = True
+                if vt[1] < ts:
+                    previous_ts = vt[1]
+                self._update(key, value, start, vt, close_time, ts)
+            elif start <= ts:
+                right_agg = vt
+                self._update(key, value, start, vt, close_time, ts)
+            else:  # start == ts + 1
+                right_exists = True
+        if previous_ts is not None and previous_ts + 1 not in starts and previous_ts + 1 + diff >= ts:
+            # the previous record's right window now holds this record
+            self._update(key, value, previous_ts + 1, (self.initializer(), ts), close_time, ts)
+        if not left_exists:
+            if previous_ts is not None and ts - diff <= previous_ts:
+                assert left_agg is not None
+                base = (left_agg[0], ts)
+            else:
+                base = (self.initializer(), ts)
+            self._update(key, value, ts - diff, base, close_time, ts)
+        if not right_exists and right_agg is not None and right_agg[1] > ts:
+            self._create_right(key, ts, right_agg)
+
+    def _process_early(self, key: Any, value: Any, ts: int, close_time: int) -> None:
+        """A record before ``diff``: its left window would start below 0, so the records there
+        share the window ``[0, diff]``."""
+        starts: set[int] = set()
+        combined = right_agg = None
+        right_exists = False
+        previous_ts: int | None = None
+        for start, vt in self.store.fetch_timestamped_range(key, 0, ts + 1):
+            starts.add(start)
+            if start == 0:
+                combined = vt
+                if vt[1] < ts:
+                    previous_ts = vt[1]
+            elif start <= ts:
+                right_agg = vt
+                self._update(key, value, start, vt, close_time, ts)
+            else:  # start == ts + 1
+                right_exists = True
+        if right_agg is None and combined is not None and combined[1] > ts:
+            right_agg = combined
+        if not right_exists and right_agg is not None and right_agg[1] > ts:
+            self._create_right(key, ts, right_agg)
+        if previous_ts is not None and previous_ts + 1 not in starts:
+            self._update(key, value, previous_ts + 1, (self.initializer(), ts), close_time, ts)
+        self._update(key, value, 0, combined if combined is not None else (self.initializer(), ts),
+                     close_time, ts)
+
+    def _update(self, key: Any, value: Any, start: int, vt: Any, close_time: int, ts: int) -> None:
+        """Add the record to the window at ``start`` (aggregate and timestamp ``vt``)."""
+        if start + self.size_ms < close_time:
+            self.dropped_records += 1
+            return
+        old_agg, old_ts = vt
+        new_ts = ts if old_agg is None else max(ts, old_ts)
+        self.store.put(key, self.aggregator(key, value, old_agg), start, new_ts)
+
+    def _create_right(self, key: Any, ts: int, right_agg: Any) -> None:
+        """This record's right window: the later records' aggregate, without this record."""
+        self.store.put(key, right_agg[0], ts + 1, right_agg[1])

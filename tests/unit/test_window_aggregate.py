@@ -13,7 +13,7 @@ from instance.serde import LongSerde, StringSerde
 from instance.serde.windowed import SessionWindow, TimeWindow, Windowed, WindowedSerdes
 from instance.testing import TopologyTestDriver
 from instance.topology import BaseProcessor, Materialized, StreamsBuilder
-from instance.topology.windows import EmitStrategy, SessionWindows, TimeWindows
+from instance.topology.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
 S, L = StringSerde(), LongSerde()
 DAY = 24 * 3600 * 1000
@@ -242,3 +242,85 @@ def test_session_aggregate_with_merger_to_a_topic_read_with_the_session_serde() 
         assert o.read_key_values_to_list() == [
             (_sw("k", 0, 0), "a"), (_sw("k", 20, 20), "c"),
             (_sw("k", 0, 0), None), (_sw("k", 20, 20), None), (_sw("k", 0, 20), "acb")]
+
+
+# -- sliding windows ---------------------------------------------------------------------------
+
+
+def _sliding(diff: int, grace: int, reduce: bool = False) -> tuple[StreamsBuilder, list[tuple[Any, Any, int]]]:
+    b = StreamsBuilder(S, S)
+    out: list[tuple[Any, Any, int]] = []
+    w = b.stream("topic").group_by_key().windowed_by(SlidingWindows.of_time_difference_and_grace(diff, grace))
+    table = (w.reduce(lambda a, v: f"{a}+{v}", Materialized(name="sliding")) if reduce else
+             w.aggregate(lambda: "0", _concat, Materialized(name="sliding", value_serde=S)))
+    table.to_stream().process(lambda: _Capture(out))
+    return b, out
+
+
+def _run(b: StreamsBuilder, records: list[tuple[str, str, int]]) -> None:
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("topic", S, S)
+        for k, v, ts in records:
+            t.pipe_input(k, v, ts)
+
+
+def _latest_by_start(out: list[tuple[Any, Any, int]]) -> dict[int, tuple[Any, int]]:
+    return {w.window.start: (v, ts) for w, v, ts in out}
+
+
+def test_sliding_aggregate_small_input() -> None:
+    """KStreamSlidingWindowAggregateTest.testAggregateSmallInput (difference 10, grace 50)."""
+    b, out = _sliding(10, 50)
+    _run(b, [("A", "1", 10), ("A", "2", 15), ("A", "3", 20), ("A", "4", 22), ("A", "5", 30)])
+    assert _latest_by_start(out) == {
+        0: ("0+1", 10), 5: ("0+1+2", 15), 10: ("0+1+2+3", 20), 11: ("0+2+3", 20), 12: ("0+2+3+4", 22),
+        16: ("0+3+4", 22), 20: ("0+3+4+5", 30), 21: ("0+4+5", 30), 23: ("0+5", 30)}
+    assert all(w.window.end == w.window.start + 10 for w, _, _ in out)
+
+
+def test_sliding_reduce_small_input() -> None:
+    """testReduceSmallInput."""
+    b, out = _sliding(10, 50, reduce=True)
+    _run(b, [("A", "1", 10), ("A", "2", 14), ("A", "3", 15), ("A", "4", 22), ("A", "5", 26), ("A", "6", 30)])
+    assert _latest_by_start(out) == {
+        0: ("1", 10), 4: ("1+2", 14), 5: ("1+2+3", 15), 11: ("2+3", 15), 12: ("2+3+4", 22), 15: ("3+4", 22),
+        16: ("4+5", 26), 20: ("4+5+6", 30), 23: ("5+6", 30), 27: ("6", 30)}
+
+
+def test_sliding_aggregate_large_out_of_order_input() -> None:
+    """testAggregateLargeInput: every update, sorted by key then window start (stable)."""
+    b, out = _sliding(10, 50)
+    _run(b, [("A", "1", 10), ("A", "2", 20), ("A", "3", 22), ("A", "4", 15),
+             ("B", "1", 12), ("B", "2", 13), ("B", "3", 18), ("B", "4", 19), ("B", "5", 25), ("B", "6", 14),
+             ("C", "1", 11), ("C", "2", 15), ("C", "3", 16), ("C", "4", 21), ("C", "5", 23),
+             ("D", "4", 11), ("D", "2", 12), ("D", "3", 29), ("D", "5", 16)])
+    got = [(w.key, w.window.start, v, ts) for w, v, ts in sorted(out, key=lambda e: (e[0].key, e[0].window.start))]
+    assert got == [
+        ("A", 0, "0+1", 10), ("A", 5, "0+1+4", 15), ("A", 10, "0+1+2", 20), ("A", 10, "0+1+2+4", 20),
+        ("A", 11, "0+2", 20), ("A", 11, "0+2+4", 20), ("A", 12, "0+2+3", 22), ("A", 12, "0+2+3+4", 22),
+        ("A", 16, "0+2+3", 22), ("A", 21, "0+3", 22),
+        ("B", 2, "0+1", 12), ("B", 3, "0+1+2", 13), ("B", 4, "0+1+2+6", 14), ("B", 8, "0+1+2+3", 18),
+        ("B", 8, "0+1+2+3+6", 18), ("B", 9, "0+1+2+3+4", 19), ("B", 9, "0+1+2+3+4+6", 19),
+        ("B", 13, "0+2", 13), ("B", 13, "0+2+3", 18), ("B", 13, "0+2+3+4", 19), ("B", 13, "0+2+3+4+6", 19),
+        ("B", 14, "0+3", 18), ("B", 14, "0+3+4", 19), ("B", 14, "0+3+4+6", 19), ("B", 15, "0+3+4+5", 25),
+        ("B", 19, "0+4", 19), ("B", 19, "0+4+5", 25), ("B", 20, "0+5", 25),
+        ("C", 1, "0+1", 11), ("C", 5, "0+1+2", 15), ("C", 6, "0+1+2+3", 16), ("C", 11, "0+1+2+3+4", 21),
+        ("C", 12, "0+2", 15), ("C", 12, "0+2+3", 16), ("C", 12, "0+2+3+4", 21), ("C", 13, "0+2+3+4+5", 23),
+        ("C", 16, "0+3", 16), ("C", 16, "0+3+4", 21), ("C", 16, "0+3+4+5", 23), ("C", 17, "0+4", 21),
+        ("C", 17, "0+4+5", 23), ("C", 22, "0+5", 23),
+        ("D", 1, "0+4", 11), ("D", 2, "0+4+2", 12), ("D", 6, "0+4+2+5", 16), ("D", 12, "0+2", 12),
+        ("D", 12, "0+2+5", 16), ("D", 13, "0+5", 16), ("D", 19, "0+3", 29)]
+
+
+def test_sliding_early_records() -> None:
+    """testEarlyRecordsSmallInput and testEarlyRecordsRepeatedInput: records before the time
+    difference share the window [0, diff]."""
+    b, out = _sliding(50, 200)
+    _run(b, [("A", "1", 0), ("A", "2", 5), ("A", "3", 6), ("A", "4", 3), ("A", "5", 13), ("A", "6", 10)])
+    assert _latest_by_start(out) == {
+        0: ("0+1+2+3+4+5+6", 13), 1: ("0+2+3+4+5+6", 13), 4: ("0+2+3+5+6", 13), 6: ("0+3+5+6", 13),
+        7: ("0+5+6", 13), 11: ("0+5", 13)}
+    b, out = _sliding(5, 20)
+    _run(b, [("A", "1", 0), ("A", "2", 2), ("A", "3", 4), ("A", "4", 0), ("A", "5", 2), ("A", "6", 2),
+             ("A", "7", 0)])
+    assert _latest_by_start(out) == {0: ("0+1+2+3+4+5+6+7", 4), 1: ("0+2+3+5+6", 4), 3: ("0+3", 4)}
