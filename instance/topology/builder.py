@@ -186,6 +186,25 @@ class KStream:
         return KGroupedStream(self._b, selected.node, key_serde or self._b.default_key_serde,
                               value_serde or self.value_serde or self._b.default_value_serde, True)
 
+    def join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any = None,
+             stream_joined: Any = None) -> KStream:
+        """Stream-stream inner join within ``JoinWindows`` (``joiner(left_value, right_value)``)."""
+        from instance.topology.stream_joins import stream_stream_join
+        return stream_stream_join(self, other, joiner, windows, "inner", stream_joined)
+
+    def left_join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any = None,
+                  stream_joined: Any = None) -> KStream:
+        """Stream-stream left join: an unmatched left record gives ``joiner(left, None)`` once its
+        window closes."""
+        from instance.topology.stream_joins import stream_stream_join
+        return stream_stream_join(self, other, joiner, windows, "left", stream_joined)
+
+    def outer_join(self, other: Any, joiner: Callable[[Any, Any], Any], windows: Any = None,
+                   stream_joined: Any = None) -> KStream:
+        """Stream-stream outer join: unmatched records of either side once their window closes."""
+        from instance.topology.stream_joins import stream_stream_join
+        return stream_stream_join(self, other, joiner, windows, "outer", stream_joined)
+
     def process(self, supplier: Callable[[], Any], *store_names: str, name: str | None = None) -> KStream:
         """Attach a Processor-API processor (its stores must be added to the topology first)."""
         out = self._add("KSTREAM-PROCESSOR-", supplier, key_changed=True, value_changed=True, name=name)
