@@ -15,7 +15,7 @@ from instance.topology import BaseProcessor, StreamsBuilder
 from instance.topology.stream_joins import StreamJoined
 from instance.topology.windows import JoinWindows
 
-I, S = IntSerde(), StringSerde()
+INT, S = IntSerde(), StringSerde()
 Out = list[tuple[Any, Any, int]]
 
 
@@ -34,16 +34,16 @@ def _joiner(left: Any, right: Any) -> str:
 
 class _Join:
     def __init__(self, kind: str, windows: JoinWindows) -> None:
-        b = StreamsBuilder(I, S)
+        b = StreamsBuilder(INT, S)
         self.out: Out = []
         s1, s2 = b.stream("topic1"), b.stream("topic2")
         joined = getattr(s1, {"inner": "join", "left": "left_join", "outer": "outer_join"}[kind])(
-            s2, _joiner, windows, StreamJoined.with_(I, S, S))
+            s2, _joiner, windows, StreamJoined.with_(INT, S, S))
         joined.process(lambda: _Capture(self.out))
         self.topology = b.build()
         self.driver = TopologyTestDriver(self.topology)
-        self.t1 = self.driver.create_input_topic("topic1", I, S)
-        self.t2 = self.driver.create_input_topic("topic2", I, S)
+        self.t1 = self.driver.create_input_topic("topic1", INT, S)
+        self.t2 = self.driver.create_input_topic("topic2", INT, S)
 
     def take(self) -> Out:
         out, self.out[:] = list(self.out), []
