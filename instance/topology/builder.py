@@ -328,6 +328,11 @@ class KTable:
         self.key_serde = key_serde
         self.value_serde = value_serde
 
+    def suppress(self, suppressed: Any) -> KTable:
+        """``Suppressed.until_window_closes(...)`` / ``Suppressed.until_time_limit(...)``."""
+        from instance.topology.suppress import suppress
+        return suppress(self, suppressed)  # type: ignore[no-any-return]
+
     def to_stream(self, name: str | None = None) -> KStream:
         node = name or self._b.new_name("KTABLE-TOSTREAM-")
         self._b.topology.add_processor(node, P.PassThroughProcessor, self.node)
