@@ -127,6 +127,13 @@ class WindowedStoreBase:
         out.update(pending)
         return sorted(((k, v) for k, v in out.items() if v is not None), key=order)
 
+    # -- key-value queries do not apply (a ValueError: INVALID_ARGUMENT at the gRPC edge) -------
+    def query_get(self, key: Any) -> Any:
+        raise ValueError(f"store {self.name} is a {self.spec.kind} store: fetch windows of a key, not a value")
+
+    def range(self, start: Any, end: Any) -> Any:
+        raise ValueError(f"store {self.name} is a {self.spec.kind} store: key ranges are not supported")
+
     def approximate_num_entries(self) -> int:
         self._check_open()
         return self._typed.approximate_num_entries()

@@ -324,3 +324,29 @@ def test_sliding_early_records() -> None:
     _run(b, [("A", "1", 0), ("A", "2", 2), ("A", "3", 4), ("A", "4", 0), ("A", "5", 2), ("A", "6", 2),
              ("A", "7", 0)])
     assert _latest_by_start(out) == {0: ("0+1+2+3+4+5+6+7", 4), 1: ("0+2+3+5+6", 4), 3: ("0+3", 4)}
+
+
+def test_session_and_sliding_emit_on_window_close() -> None:
+    b = StreamsBuilder(S, S)
+    sessions: list[tuple[Any, Any, int]] = []
+    sliding: list[tuple[Any, Any, int]] = []
+    g = b.stream("in").group_by_key()
+    (g.windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 2)).emit_strategy(EmitStrategy.on_window_close())
+     .count(Materialized(name="s")).to_stream().process(lambda: _Capture(sessions)))
+    (g.windowed_by(SlidingWindows.of_time_difference_and_grace(5, 0)).emit_strategy(EmitStrategy.on_window_close())
+     .count(Materialized(name="w")).to_stream().process(lambda: _Capture(sliding)))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        for k, ts in [("a", 0), ("a", 3), ("b", 4), ("a", 9)]:
+            t.pipe_input(k, "x", ts)
+        assert sessions == []  # a [0, 3] closes once stream time passes 3 + gap 5 + grace 2
+        t.pipe_input("c", "x", 12)
+        assert sessions == [(_sw("a", 0, 3), 2, 3), (_sw("b", 4, 4), 1, 4)]
+        t.pipe_input("c", "x", 17)
+        assert sessions[2:] == [(_sw("a", 9, 9), 1, 9)]
+        # sliding, difference 5: windows close once their (inclusive) end is before stream time
+        # sliding, difference 5: a window closes once its (inclusive) end is before stream time
+        assert [(w.key, w.window.start, v, ts) for w, v, ts in sliding] == [
+            ("a", 0, 2, 3), ("b", 0, 1, 4), ("a", 1, 1, 3),  # at a@9
+            ("a", 4, 1, 9),  # at c@12
+            ("c", 7, 1, 12)]  # at c@17
