@@ -59,7 +59,6 @@ class SessionStore(WindowedStoreBase):
     def __init__(self, spec: StoreSpec, segmented: SegmentedBytesStore, typed: TypedStoreBase) -> None:
         super().__init__(spec, segmented, typed)
         self._ks = spec.key_serde.serialize
-        self._put = typed.put
 
     def _time_of(self, typed_key: Any) -> int:
         return int(typed_key[2])
@@ -74,7 +73,7 @@ class SessionStore(WindowedStoreBase):
         if aggregate is not None and self._segment_expired(w.end):
             self.expired_puts += 1
             return
-        self._put((session.key, w.start, w.end), aggregate, w.end)
+        self._put_typed((session.key, w.start, w.end), aggregate, w.end)
 
     def remove(self, session: Windowed) -> None:
         self.put(session, None)
@@ -97,8 +96,7 @@ class SessionStore(WindowedStoreBase):
         lo = kb + _END_START.pack(earliest_session_end, 0)
         hi = kb + _END_START.pack(_MAX, _MAX) + b"\x00"
         stored = (e for e in self._stored(lo, hi, len(kb) + SUFFIX) if e[0][1] <= latest_session_start)
-        pending = self._pending(lambda k: k[0] == key and k[2] >= earliest_session_end
-                                and k[1] <= latest_session_start)
+        pending = self._pending(lambda k: k[2] >= earliest_session_end and k[1] <= latest_session_start, key)
         merged = self._merged(stored, pending, _by_end_start)
         return [(Windowed(k[0], SessionWindow(k[1], k[2])), v) for k, v in merged]
 

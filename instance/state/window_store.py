@@ -95,7 +95,6 @@ class WindowStore(WindowedStoreBase):
         self._seq = 0
         self._ks = spec.key_serde.serialize
         self._get = typed.get
-        self._put = typed.put
 
     def _time_of(self, typed_key: Any) -> int:
         return int(typed_key[1])
@@ -119,7 +118,7 @@ class WindowStore(WindowedStoreBase):
             self._seq = seq = (self._seq + 1) & MAX_SEQ
         if value is not None and self._timestamped:
             value = (value, ts)
-        self._put((key, window_start, seq), value, ts)
+        self._put_typed((key, window_start, seq), value, ts)
 
     def fetch_timestamped(self, key: Any, window_start: int) -> Any:
         """The stored ``(value, timestamp)`` (timestamped stores) or value of one window, or None;
@@ -161,7 +160,7 @@ class WindowStore(WindowedStoreBase):
         lo = kb + _START_SEQ.pack(time_from, 0)
         hi = kb + _START_SEQ.pack(time_to, MAX_SEQ) + b"\x00"
         stored = self._stored(lo, hi, len(kb) + SUFFIX)
-        pending = self._pending(lambda k: k[0] == key and time_from <= k[1] <= time_to)
+        pending = self._pending(lambda k: time_from <= k[1] <= time_to, key)
         return self._merged(stored, pending, _by_start_seq)
 
     def fetch_all(self, time_from: int, time_to: int) -> list[tuple[Windowed, Any]]:

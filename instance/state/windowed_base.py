@@ -33,7 +33,9 @@ class WindowedStoreBase:
         self._min_live_segment = 0
         #: puts dropped because their window had expired
         self.expired_puts = 0
-        self.flush_cache: Callable[[], None] = typed.flush_cache
+        #: record key -> typed keys put since the last flush_cache: a range fetch overlays only
+        #: that key's writes, not every pending write of the store (joins fetch per record)
+        self._written: dict[Any, set[Any]] = {}
         self.set_flush_listener: Callable[[FlushListener | None], None] = typed.set_flush_listener
 
     @property
@@ -72,12 +74,29 @@ class WindowedStoreBase:
         """Puts are dropped only when their segment is gone, as in Kafka Streams' RocksDB stores."""
         return t // self.inner.interval < self._min_live_segment
 
-    def _pending(self, match: Callable[[Any], bool]) -> dict[Any, Any]:
-        """Writes of the typed layer not below yet that ``match`` (typed key -> value or None)."""
-        typed = self._typed
-        cache = typed._cache
+    def _put_typed(self, typed_key: Any, value: Any, timestamp: int) -> None:
+        written = self._written.get(typed_key[0])
+        if written is None:
+            self._written[typed_key[0]] = {typed_key}
+        else:
+            written.add(typed_key)
+        self._typed.put(typed_key, value, timestamp)
+
+    def flush_cache(self) -> None:
+        """Write the pending puts below (forwarding them, when cached)."""
+        self._typed.flush_cache()
+        self._written = {}
+
+    def _pending(self, match: Callable[[Any], bool], key: Any = MISSING) -> dict[Any, Any]:
+        """Puts since the last flush that ``match`` (typed key -> value or None; a clean copy is
+        as good as the stored value), of ``key`` only if given. Safe from a query thread."""
+        cache = self._typed._cache
+        if key is MISSING:
+            candidates = [k for ks in list(self._written.values()) for k in ks]
+        else:
+            candidates = list(self._written.get(key, ()))
         out = {}
-        for k in list(typed._dirty):
+        for k in candidates:
             if match(k):
                 v = cache.get(k, MISSING)
                 if v is not MISSING:
@@ -86,8 +105,10 @@ class WindowedStoreBase:
 
     # -- the runtime's store interface ---------------------------------------------------------------
     def flush(self) -> None:
+        """``flush_cache`` and a durable flush of the bytes store (commit)."""
         self.flushes += 1
-        self._typed.flush()
+        self.flush_cache()
+        self.inner.flush()
 
     def restore_batch(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Changelog records (store-key bytes) below; stream time follows what was restored, and
