@@ -80,9 +80,9 @@ class RocksDBBytesStore:
             if not self._open:
                 raise InvalidStateStoreException(f"store {self.name} is closed (migrated?)")
             try:
-                it = self._db.items(from_key=start) if start is not None else self._db.items()
                 # raw_mode: keys and values are bytes (the stub types them as any Rdict key/value)
-                it = cast(Iterator[tuple[bytes, bytes]], it)
+                it = cast(Iterator[tuple[bytes, bytes]],
+                          self._db.items(from_key=start) if start is not None else self._db.items())
                 if end is None:
                     chunk = list(islice(it, _ITER_CHUNK))
                 else:  # stop at the end: a short range (a window fetch) reads only itself
