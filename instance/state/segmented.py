@@ -73,7 +73,10 @@ class SegmentedBytesStore:
             hi = _SEG.pack(seg + 1) if end is None else p + end
             for k, v in self.inner.items(lo, hi):
                 yield k[8:], v
-        return heapq.merge(*(one(s) for s in sorted(self.segments)), key=_first)
+        segments = sorted(self.segments)
+        if len(segments) == 1:  # usually: a retention of a few segment intervals, most reads in one
+            return one(segments[0])
+        return heapq.merge(*(one(s) for s in segments), key=_first)
 
     def drop_segments_before(self, min_live: int) -> int:
         """Delete every key of the segments before ``min_live``; returns how many."""
