@@ -92,7 +92,9 @@ class WindowedStoreBase:
         as good as the stored value), of ``key`` only if given. Safe from a query thread."""
         cache = self._typed._cache
         if key is MISSING:
-            candidates = [k for ks in list(self._written.values()) for k in ks]
+            # list() copies a set atomically; a comprehension over a set the stream thread adds
+            # to would not be
+            candidates = [k for ks in list(self._written.values()) for k in list(ks)]
         else:
             candidates = list(self._written.get(key, ()))
         out = {}
