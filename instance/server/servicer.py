@@ -21,6 +21,7 @@ from router.client import ChannelPool
 from router.forward import forward_fetch, forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.options import QueryOptions
+from router.query_keys import check_query_key
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
@@ -81,6 +82,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         if not request.store:
             raise ValueError("store must be given")
         store = request.store
+        check_query_key(request.raw_key or request.key)
         if request.raw_key:
             spec = streams.topology.stores.get(store)
             key = spec.key_serde.deserialize(request.raw_key) if spec else request.raw_key
@@ -166,17 +168,19 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         streams = self.streams
         store = request.store
         _, partition = streams.store_partition(store, key)
+
+        def read(local: Any) -> list[tuple[int, int, Any]]:  # before the position is taken
+            if isinstance(request, pb.WindowFetchRequest):
+                size = local.window_size_ms
+                return [(s, s + size, v) for s, v in local.fetch(key, request.time_from, request.time_to)]
+            return [(w.window.start, w.window.end, v) for w, v in local.fetch(key)]
+
         try:
-            local, role, position, end, catching_up = streams.local_replica(store, partition)
+            windows, role, position, end, catching_up = streams.local_replica(store, partition, read)
         except InvalidStateStoreException as e:
             raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
         replica = LocalReplica(Role(role), partition, position, end, catching_up)
         check_local_read(store, replica, options)
-        if isinstance(request, pb.WindowFetchRequest):
-            size = local.window_size_ms
-            windows = [(start, start + size, v) for start, v in local.fetch(key, request.time_from, request.time_to)]
-        else:
-            windows = [(w.window.start, w.window.end, v) for w, v in local.fetch(key)]
         spec = streams.topology.stores[store]
         vs = spec.value_serde.serialize
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,

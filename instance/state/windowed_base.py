@@ -112,6 +112,10 @@ class WindowedStoreBase:
         self.flush_cache()
         self.inner.flush()
 
+    def position_with_unlogged(self, logged: Callable[[], int]) -> int:
+        """The changelog position counting what the cache will still log (see typed_store)."""
+        return self._typed.position_with_unlogged(logged)
+
     def restore_batch(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Changelog records (store-key bytes) below; stream time follows what was restored, and
         windows it expired are dropped again, as Kafka Streams' segmented restore does."""
