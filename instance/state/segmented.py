@@ -48,8 +48,12 @@ class SegmentedBytesStore:
             yield seg
             start = _SEG.pack(seg + 1)
 
+    def time_of(self, key: bytes) -> int:
+        """The time field of a store key (window start, session end)."""
+        return int(_SEG.unpack_from(key, len(key) - self._ts_at)[0])
+
     def segment_of(self, key: bytes) -> int:
-        return max(0, _SEG.unpack_from(key, len(key) - self._ts_at)[0] // self.interval)
+        return max(0, self.time_of(key) // self.interval)
 
     def get(self, key: bytes) -> bytes | None:
         return self.inner.get(_SEG.pack(self.segment_of(key)) + key)

@@ -58,9 +58,10 @@ class WindowedStoreBase:
         typed = self._typed
         for k in [k for k in list(typed._cache) if self._time_of(k) < cutoff]:
             typed._forget(k)
-        if self.before_write is not None:
-            self.before_write()
-        self.inner.drop_segments_before(min_live)
+        if any(s < min_live for s in self.inner.segments):
+            if self.before_write is not None:  # the store changes below the checkpoint
+                self.before_write()
+            self.inner.drop_segments_before(min_live)
 
     def _time_of(self, typed_key: Any) -> int:
         """The time a key is segmented by (window start, session end)."""
@@ -120,12 +121,7 @@ class WindowedStoreBase:
         """Changelog records (store-key bytes) below; stream time follows what was restored, and
         windows it expired are dropped again, as Kafka Streams' segmented restore does."""
         self._typed.restore_batch(records)
-        latest = self.observed_stream_time
-        at = self.inner._ts_at
-        for kb, _ in records:
-            t = int.from_bytes(kb[len(kb) - at:len(kb) - at + 8], "big", signed=True)
-            if t > latest:
-                latest = t
+        latest = max(map(self.inner.time_of, (kb for kb, _ in records)), default=-1)
         if latest > self.observed_stream_time:
             self._observe(latest)
 
