@@ -68,18 +68,6 @@ class _TimestampedWindowProcessor(_WindowedAggregateProcessor):
     def _unwrap(stored: Any) -> Any:
         return None if stored is None else stored[0]
 
-    def _emit_closed(self, close_time: int, lower: int, upper: int) -> None:
-        """``on_window_close``: forward every window stream time closed since the last emit
-        (starts in ``[lower, upper]``), with the timestamp of its latest record."""
-        if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
-            return
-        if upper < 0:  # no window has closed yet
-            return
-        fwd = self._fwd
-        for windowed, vt in self.store.fetch_all_timestamped(lower, upper):
-            fwd(windowed, vt[0], vt[1])
-        self._last_emit_close = close_time
-
 
 class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
     """Tumbling and hopping windows: each record updates every window it falls in."""
@@ -92,6 +80,8 @@ class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
         self.initializer = initializer
         self.aggregator = aggregator
         self.emit_on_close = emit_on_close
+        #: start of the newest window forwarded on close (none yet: one advance before 0)
+        self._newest_emitted = -windows.advance_ms
 
     def process(self, key: Any, value: Any) -> None:
         if key is None or value is None:
@@ -112,9 +102,24 @@ class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
             else:
                 agg, new_ts = old[0], max(ts, old[1])
             store.put(key, self.aggregator(key, value, agg), start, new_ts)
-        if self.emit_on_close:  # windows ``[start, end)`` close when ``end <= close_time``
-            last = self._last_emit_close
-            self._emit_closed(close_time, 0 if last < 0 else max(0, last - size) + 1, close_time - size)
+        if self.emit_on_close:
+            self._emit_newly_closed(close_time)
+
+    def _emit_newly_closed(self, close_time: int) -> None:
+        """Windows ``[start, end)`` close when ``end <= close_time``; starts are multiples of the
+        advance, so the store is read only when stream time closed a window not emitted yet
+        (Kafka Streams' ``shouldRangeFetch``), once per advance, not once per record."""
+        upper = close_time - self.size_ms
+        if upper < 0:
+            return
+        adv = self.windows.advance_ms
+        newest_closed = upper // adv * adv
+        if newest_closed <= self._newest_emitted:
+            return
+        fwd = self._fwd
+        for windowed, vt in self.store.fetch_all_timestamped(self._newest_emitted + adv, newest_closed):
+            fwd(windowed, vt[0], vt[1])
+        self._newest_emitted = newest_closed
 
 
 class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
@@ -207,6 +212,18 @@ class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
         if self.emit_on_close:  # windows ``[start, end]`` close when ``end < close_time``
             last = self._last_emit_close
             self._emit_closed(close_time, 0 if last < 0 else max(0, last - diff), close_time - diff - 1)
+
+    def _emit_closed(self, close_time: int, lower: int, upper: int) -> None:
+        """``on_window_close``: forward every window stream time closed since the last emit
+        (starts in ``[lower, upper]``), with the timestamp of its latest record."""
+        if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
+            return
+        if upper < 0:  # no window has closed yet
+            return
+        fwd = self._fwd
+        for windowed, vt in self.store.fetch_all_timestamped(lower, upper):
+            fwd(windowed, vt[0], vt[1])
+        self._last_emit_close = close_time
 
     def _process(self, key: Any, value: Any, ts: int, close_time: int) -> None:
         diff = self.size_ms

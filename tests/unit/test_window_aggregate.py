@@ -350,3 +350,22 @@ def test_session_and_sliding_emit_on_window_close() -> None:
             ("a", 0, 2, 3), ("b", 0, 1, 4), ("a", 1, 1, 3),  # at a@9
             ("a", 4, 1, 9),  # at c@12
             ("c", 7, 1, 12)]  # at c@17
+
+
+def test_hopping_emit_on_close_forwards_each_window_once() -> None:
+    b = StreamsBuilder(S, S)
+    out: list[tuple[Any, Any, int]] = []
+    (b.stream("in").group_by_key()
+     .windowed_by(TimeWindows.of_size_with_no_grace(10).advance_by(5)).emit_strategy(EmitStrategy.on_window_close())
+     .count().to_stream().process(lambda: _Capture(out)))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        for ts in (1, 6):
+            t.pipe_input("a", "x", ts)
+        assert out == []
+        t.pipe_input("a", "x", 12)
+        assert out == [(_tw("a", 0, 10), 2, 6)]
+        t.pipe_input("a", "x", 16)
+        assert out[1:] == [(_tw("a", 5, 15), 2, 12)]
+        t.pipe_input("b", "x", 25)
+        assert out[2:] == [(_tw("a", 10, 20), 2, 16), (_tw("a", 15, 25), 1, 16)]
