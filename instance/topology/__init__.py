@@ -2,7 +2,22 @@
 
 from instance.topology.builder import KGroupedStream, KStream, KTable, Materialized, StreamsBuilder
 from instance.topology.processor import BaseProcessor, Processor, ProcessorContext
+from instance.topology.stream_joins import StreamJoined
+from instance.topology.suppress import BufferConfig, Suppressed
 from instance.topology.topology import Topology
+from instance.topology.windows import (
+    EmitStrategy,
+    JoinWindows,
+    SessionWindow,
+    SessionWindows,
+    SlidingWindows,
+    TimeWindow,
+    TimeWindows,
+    Windowed,
+)
 
 __all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "Materialized", "Topology",
-           "Processor", "BaseProcessor", "ProcessorContext"]
+           "Processor", "BaseProcessor", "ProcessorContext",
+           # windows, joins, suppression
+           "TimeWindows", "SlidingWindows", "SessionWindows", "JoinWindows", "EmitStrategy", "Windowed",
+           "TimeWindow", "SessionWindow", "StreamJoined", "Suppressed", "BufferConfig"]
