@@ -57,8 +57,6 @@ def windowed_by(grouped: KGroupedStream, windows: AnyWindows) -> Any:
 class _WindowedStream:
     """What the three windowed streams share: the emit strategy and building the aggregation."""
 
-    _kind = "window"
-
     def __init__(self, grouped: KGroupedStream, windows: AnyWindows) -> None:
         self._grouped = grouped
         self.windows = windows
@@ -132,16 +130,19 @@ class TimeWindowedKStream(_WindowedStream):
 
     windows: TimeWindows
 
+    def _window_size(self) -> int:
+        return self.windows.size_ms
+
     def _min_retention(self) -> int:
         return self.windows.size_ms + self.windows.grace_ms
 
     def _table_key_serde(self, key_serde: Serde) -> Serde:
-        return TimeWindowedSerde(key_serde, self.windows.size_ms)
+        return TimeWindowedSerde(key_serde, self._window_size())
 
     def _spec(self, name: str, ks: Serde, vs: Serde, m: Materialized, retention: int) -> StoreSpec:
         return StoreSpec(name, ks, vs, logging_enabled=m.logging_enabled, caching_enabled=m.caching_enabled,
                          in_memory=m.in_memory, kind="window", retention_ms=retention,
-                         window_size_ms=self.windows.size_ms, timestamped=True)
+                         window_size_ms=self._window_size(), timestamped=True)
 
     def _processor(self, store: str, initializer: W.Initializer, aggregator: W.Aggregator,
                    merger: W.Merger | None) -> Any:
@@ -157,16 +158,11 @@ class SlidingWindowedKStream(TimeWindowedKStream):
 
     windows: SlidingWindows  # type: ignore[assignment]
 
+    def _window_size(self) -> int:
+        return self.windows.time_difference_ms
+
     def _min_retention(self) -> int:
         return 2 * self.windows.time_difference_ms + self.windows.grace_ms
-
-    def _table_key_serde(self, key_serde: Serde) -> Serde:
-        return TimeWindowedSerde(key_serde, self.windows.time_difference_ms)
-
-    def _spec(self, name: str, ks: Serde, vs: Serde, m: Materialized, retention: int) -> StoreSpec:
-        return StoreSpec(name, ks, vs, logging_enabled=m.logging_enabled, caching_enabled=m.caching_enabled,
-                         in_memory=m.in_memory, kind="window", retention_ms=retention,
-                         window_size_ms=self.windows.time_difference_ms, timestamped=True)
 
     def _processor(self, store: str, initializer: W.Initializer, aggregator: W.Aggregator,
                    merger: W.Merger | None) -> Any:

@@ -14,9 +14,6 @@ from instance.serde.windowed import SessionWindow, TimeWindow, Windowed
 __all__ = ["TimeWindows", "SlidingWindows", "SessionWindows", "JoinWindows", "EmitStrategy", "TimeWindow",
            "SessionWindow", "Windowed"]
 
-#: Kafka Streams' default grace before 3.0 (``of(size)`` without grace): 24 hours
-DEFAULT_GRACE_MS = 24 * 3600 * 1000
-
 
 def _check_non_negative(name: str, ms: int) -> None:
     if ms < 0:
