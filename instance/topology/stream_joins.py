@@ -21,6 +21,7 @@ from instance.errors import TopologyException
 from instance.serde import Serde
 from instance.state.spec import StoreSpec
 from instance.topology.processor import BaseProcessor, ProcessorContext
+from instance.topology.processors import PassThroughProcessor
 from instance.topology.topology import SourceNode, Topology
 from instance.topology.windows import JoinWindows
 
@@ -321,15 +322,10 @@ def stream_stream_join(left: KStream, right: Any, joiner: Joiner, windows: Any, 
     topo.add_processor(other_window, lambda: JoinWindowProcessor(other_store), rnode)
     topo.add_processor(join_this, lambda: StreamStreamJoinProcessor(left_spec), this_window)
     topo.add_processor(join_other, lambda: StreamStreamJoinProcessor(right_spec), other_window)
-    topo.add_processor(merge, _pass_through, join_this, join_other)
+    topo.add_processor(merge, PassThroughProcessor, join_this, join_other)
     topo.add_state_store(window_spec(this_store, lvs), this_window, join_other)
     topo.add_state_store(window_spec(other_store, rvs), other_window, join_this)
     if shared_store is not None:
         topo.add_state_store(StoreSpec(shared_store, OuterKeySerde(ks), SideValuesSerde(lvs, rvs),
                                        caching_enabled=False), join_this, join_other)
     return KStream(b, merge, ks, None, repartition_required=False)
-
-
-def _pass_through() -> BaseProcessor:
-    from instance.topology.processors import PassThroughProcessor
-    return PassThroughProcessor()
