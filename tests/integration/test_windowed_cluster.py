@@ -4,7 +4,10 @@ windows answered exactly through one instance with WindowFetch (routed by key li
 from __future__ import annotations
 
 import collections
+import json
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -68,6 +71,11 @@ def test_window_fetch_through_one_instance_is_exact(bootstrap: str, tmp_path: Pa
         wrong = [u for u in users if got.get(u) != expected[u]]
         assert not wrong, f"{len(wrong)} users wrong, e.g. {wrong[:3]}: {got.get(wrong[0])}\n{cluster.logs()}"
         assert len(served) == 3  # the answers crossed instances
+        out = subprocess.run([sys.executable, "-m", "instance.cli", "get", "--target", cluster.instances[2].target,
+                              "--store", "views-per-minute", "--key", users[0], "--window-from", str(base),
+                              "--window-to", str(base + 10 * MINUTE)],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        assert [(w["start"], w["end"], w["value"]) for w in json.loads(out)["windows"]] == expected[users[0]]
         with QueryClient(cluster.instances[1].target, timeout=5) as q, pytest.raises(grpc.RpcError) as err:
             q.session_fetch("views-per-minute", users[0])
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
