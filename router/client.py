@@ -56,6 +56,19 @@ class ChannelPool:
             self._stubs.clear()
 
 
+@dataclass(frozen=True)
+class WindowsResult:
+    """``windows``: (start ms, end ms, value decoded from JSON), as the store orders them."""
+
+    windows: list[tuple[int, int, Any]]
+    metadata: dict[str, Any]
+
+
+def _windows(reply: pb.WindowFetchReply) -> WindowsResult:
+    return WindowsResult([(w.start, w.end, json.loads(w.value_json)) for w in reply.windows],
+                         metadata_to_dict(reply.metadata))
+
+
 def metadata_to_dict(md: pb.ReadMetadata) -> dict[str, Any]:
     return {
         "served_by": md.served_by, "endpoint": md.endpoint, "role": md.role,
@@ -98,6 +111,19 @@ class QueryClient:
         reply = self._pool.stub(self.target).Get(req, timeout=self.timeout)
         value = json.loads(reply.value_json) if reply.found else None
         return QueryResult(reply.found, value, metadata_to_dict(reply.metadata))
+
+    def window_fetch(self, store: str, key: str, time_from: int, time_to: int, allow_stale: bool = False,
+                     max_lag: int | None = None, position: str = "") -> WindowsResult:
+        """The key's windows starting in ``[time_from, time_to]`` (ms) of a window store."""
+        req = pb.WindowFetchRequest(store=store, key=key, time_from=time_from, time_to=time_to,
+                                    options=_options(allow_stale, max_lag, position))
+        return _windows(self._pool.stub(self.target).WindowFetch(req, timeout=self.timeout))
+
+    def session_fetch(self, store: str, key: str, allow_stale: bool = False, max_lag: int | None = None,
+                      position: str = "") -> WindowsResult:
+        """The key's sessions of a session store."""
+        req = pb.SessionFetchRequest(store=store, key=key, options=_options(allow_stale, max_lag, position))
+        return _windows(self._pool.stub(self.target).SessionFetch(req, timeout=self.timeout))
 
     # -- scans: iterators over every partition of a store, paging transparently ----------------
     def multi_get(self, store: str, keys: Iterable[KeyArg], **opts: Any) -> Scan:
