@@ -48,3 +48,11 @@ class StreamsNotStartedException(InvalidStateStoreException):
 
 class TaskMigratedException(StreamsException):
     """The task was revoked from this instance while it was being worked on."""
+
+
+class StoreNotLoggedException(StreamsException):
+    """The store has no changelog, so its changes cannot be watched."""
+
+
+class TooManyWatchesException(StreamsException):
+    """This instance serves as many watches as it may; another instance can take the watch."""
