@@ -132,6 +132,45 @@ def cmd_scan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    """One JSON line per committed change (or routing event) as it happens, until --limit changes
+    or --duration seconds; then one line with the token that resumes after the last change."""
+    import dataclasses
+
+    import grpc
+
+    from router.client import QueryClient
+    from router.watch_client import Change
+
+    changes = 0
+    with QueryClient(args.target, timeout=args.timeout) as client:
+        watch = client.watch(args.store, args.key, prefix=args.prefix, all_keys=args.all,
+                             resume_token=args.resume or "", from_beginning=args.from_beginning, with_json=True,
+                             timeout=args.duration)
+        try:
+            for item in watch:
+                if isinstance(item, Change):
+                    changes += 1
+                    print(json.dumps({"key": json.loads(item.key_json), "value": json.loads(item.value_json),
+                                      "deleted": item.deleted, "partition": item.partition, "offset": item.offset,
+                                      "timestamp_ms": item.timestamp_ms, "resume_token": item.resume_token}),
+                          flush=True)
+                    if args.limit is not None and changes >= args.limit:
+                        break
+                else:
+                    print(json.dumps({"routing": dataclasses.asdict(item)}), flush=True)
+        except grpc.RpcError as e:
+            print(json.dumps({"error": e.code().name, "message": e.details()}), flush=True)
+            return 2
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watch.close()
+    print(json.dumps({"end": {"changes": changes, "resume_token": watch.resume_token, "served_by": watch.served_by}}),
+          flush=True)
+    return 0
+
+
 def cmd_metadata(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
@@ -238,6 +277,22 @@ def parser() -> argparse.ArgumentParser:
                        help="fail rather than leave out partitions that cannot answer")
         p.add_argument("--timeout", type=float, default=10.0, help="seconds per page")
         p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("watch", help="committed changes of a key, a prefix or a whole store as they happen; "
+                       "JSON lines")
+    p.add_argument("--target", required=True, help="HOST:PORT of any instance")
+    p.add_argument("--store", required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--key")
+    target.add_argument("--prefix")
+    target.add_argument("--all", action="store_true", help="every key")
+    p.add_argument("--resume", help="resume_token of an earlier change (or end line): go on right after it")
+    p.add_argument("--from-beginning", action="store_true",
+                   help="without --resume: start with every change the changelog still holds")
+    p.add_argument("--limit", type=int, help="stop after this many changes")
+    p.add_argument("--duration", type=float, help="stop after this many seconds (default: run until Ctrl-C)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call finding an instance")
+    p.set_defaults(func=cmd_watch)
 
     p = sub.add_parser("metadata", help="print the routing table as JSON")
     p.add_argument("--target", required=True)

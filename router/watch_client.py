@@ -79,6 +79,8 @@ class Watch:
         #: resumes after the last item (a change, or progress the server reported); "" until the
         #: stream started
         self.resume_token = request.resume_token
+        #: where this watch started (the request's token, else the first header's)
+        self.start_token = request.resume_token
         self.served_by = ""
         self.endpoint = ""
         self.key_serde = ""
@@ -121,6 +123,8 @@ class Watch:
             req.resume_token = self.resume_token
             try:
                 self._call = self._open(endpoint, req, left)
+                if self._closed:  # closed while the call was being opened
+                    self._call.cancel()
                 for reply in self._call:
                     part = reply.WhichOneof("part")
                     if part == "header":
@@ -156,7 +160,7 @@ class Watch:
         self._kd = decode_serde(h.key_serde).deserialize
         self._vd = decode_serde(h.value_serde).deserialize
         if not self.resume_token:
-            self.resume_token = h.resume_token
+            self.resume_token = self.start_token = h.resume_token
         if not first:
             yield RoutingChange(RECONNECTED, -1, previous, h.served_by, endpoint)
 
