@@ -174,8 +174,9 @@ def document() -> dict[str, Any]:
                          "the stream ends. start, change and progress carry the resume token as the SSE id, so "
                          "an EventSource that reconnects (Last-Event-ID) goes on right after it."),
             **_errors(400, 404, 409, 503, 504)},
-            [_STORE, _q("key", {"type": "string"}, "watch this key (text, parsed with the store's key serde)"),
-             _q("prefix", {"type": "string"}, "watch the keys starting with this prefix (not with key)"),
+            [_STORE, _q("key", {"type": "string"}, "watch this key (text, parsed with the store's key serde); "
+                        "absent: every key"),
+             _q("prefix", {"type": "boolean", "default": False}, "watch every key starting with key instead"),
              _q("from_beginning", {"type": "boolean", "default": False},
                 "without a token: first every change the changelog still holds"),
              _q("token", {"type": "string"}, "resume token of an earlier event: go on right after it "

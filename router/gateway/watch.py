@@ -22,7 +22,7 @@ import grpc
 from aiohttp import web
 
 from router.gateway.context import gateway_of
-from router.gateway.errors import UNREACHABLE, bad_request, from_rpc_error, is_refusal, unavailable
+from router.gateway.errors import UNREACHABLE, from_rpc_error, is_refusal, unavailable
 from router.gateway.events import sse
 from router.gateway.params import boolean, integer
 from router.rpc import iqmesh_pb2 as pb
@@ -35,19 +35,18 @@ _NEXT_ENTRY = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_E
 
 
 def watch_request(store: str, q: Any, last_event_id: str) -> pb.WatchRequest:
-    """``key`` or ``prefix`` (text, parsed with the store's key serde) or neither (every key)."""
-    key, prefix = q.get("key"), q.get("prefix")
-    if key is not None and prefix is not None:
-        raise bad_request("give key or prefix, not both")
+    """``key`` (text, parsed with the store's key serde), or with ``prefix=true`` every key that
+    starts with it; no ``key``: every key of the store."""
     token = q.get("token") or last_event_id
     req = pb.WatchRequest(store=store, resume_token=token, from_beginning=boolean(q, "from_beginning"),
                           with_json=True)
-    if key is not None:
-        req.key.text = key
-    elif prefix is not None:
-        req.prefix.text = prefix
-    else:
+    key = q.get("key")
+    if key is None:
         req.all = True
+    elif boolean(q, "prefix"):
+        req.prefix.text = key
+    else:
+        req.key.text = key
     return req
 
 

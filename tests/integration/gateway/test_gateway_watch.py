@@ -103,6 +103,7 @@ def test_bad_watch_requests_are_json_errors(gateway_cluster: GatewayCluster) -> 
     for path, status, code in [("/v1/stores/nope/watch?key=a", 404, "UNKNOWN_STORE"),
                                ("/v1/stores/counts/watch?token=garbage", 400, "INVALID_ARGUMENT"),
                                ("/v1/stores/counts/watch?key=a&prefix=b", 400, "INVALID_ARGUMENT"),
+                               ("/v1/stores/nope/watch?key=a&prefix=true", 404, "UNKNOWN_STORE"),
                                ("/v1/stores/counts/watch?max_events=0", 400, "INVALID_ARGUMENT"),
                                ("/v1/stores/counts/watch?from_beginning=maybe", 400, "INVALID_ARGUMENT")]:
         got, body = gc.get(path)
