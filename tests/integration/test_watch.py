@@ -11,7 +11,11 @@ comes back, and the instance serving the watch stops, so the client goes on else
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +37,7 @@ from tests.integration.helpers import wait_until, wordcount_cluster
 pytestmark = pytest.mark.integration
 
 STORE = "counts"
+EXTRA = [c for c in os.environ.get("WATCH_EXTRA", "").split(",") if c]
 Record = tuple[int, int, str, int | None]  # partition, offset, key, value (None: deleted)
 
 
@@ -66,16 +71,16 @@ class WatchCluster:
             out: list[Record] = []
             deadline = time.monotonic() + 30
             while todo and time.monotonic() < deadline:
-                for m in c.consume(1000, 0.5):
-                    if m.error() is not None:
-                        continue
+                msgs = c.consume(1000, 0.5)
+                for m in msgs:
                     p = m.partition()
-                    if p in todo and m.offset() + 1 >= ends[p]:
-                        del todo[p]
-                    key = m.key().decode()
-                    if match(key) and m.offset() < ends[p]:
+                    if m.error() is None and p in todo and m.offset() < ends[p] and match(key := m.key().decode()):
                         v = m.value()
                         out.append((p, m.offset(), key, None if v is None else int.from_bytes(v, "big", signed=True)))
+                if not msgs:  # transaction markers have offsets too: the consumer's position says where it is
+                    for tp in c.position([TopicPartition(self.changelog, p) for p in todo]):
+                        if tp.offset >= ends[tp.partition]:
+                            del todo[tp.partition]
             assert not todo, f"changelog not read to its end: {todo}"
             return sorted(out)
         finally:
@@ -127,7 +132,7 @@ class Collector:
 def wc(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchCluster]:
     unique = uuid.uuid4().hex[:10]
     cluster, topic = wordcount_cluster(bootstrap, tmp_path_factory.mktemp("watch"), unique, 3,
-                                       "num.standby.replicas=1", "commit.interval.ms=200")
+                                       "num.standby.replicas=1", "commit.interval.ms=200", *EXTRA)
     cluster.start()
     try:
         cluster.wait_running(90)
@@ -155,6 +160,17 @@ def test_a_key_watch_delivers_every_committed_change_in_order(wc: WatchCluster) 
                                                                             for i in range(1, 7)]
     assert col.records() == wc.records(lambda k: k == "watched", start)
     assert len(start) == 1 and not col.routing
+
+    # the CLI: from the beginning, then from the third change's token, each until --limit
+    target = wc.cluster.instances[1].target
+    lines = _cli("watch", "--target", target, "--store", STORE, "--key", "watched", "--from-beginning",
+                 "--limit", "6")
+    assert [(d["key"], d["value"], d["offset"]) for d in lines[:-1]] == [("watched", c.value, c.offset)
+                                                                        for c in col.changes]
+    assert lines[-1]["end"]["changes"] == 6 and lines[-1]["end"]["resume_token"] == lines[-2]["resume_token"]
+    lines = _cli("watch", "--target", target, "--store", STORE, "--key", "watched", "--resume",
+                 lines[2]["resume_token"], "--limit", "3")
+    assert [d["value"] for d in lines[:-1]] == [4, 5, 6]
 
 
 @pytest.mark.timeout(180)
@@ -211,6 +227,13 @@ def test_bad_watches_get_their_status(wc: WatchCluster) -> None:
         ahead = WatchToken(WatchToken.decode(other).watch,
                            {p: o + 10**6 for p, o in WatchToken.decode(other).offsets.items()}).encode()
         assert code(lambda: list(q.watch(STORE, "some-key", resume_token=ahead))) is invalid
+
+
+def _cli(*args: str) -> list[dict[str, Any]]:
+    """``iqmesh ARGS``: its JSON lines."""
+    out = subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
 
 
 def _request(store: str) -> Any:
