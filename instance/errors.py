@@ -50,6 +50,10 @@ class TaskMigratedException(StreamsException):
     """The task was revoked from this instance while it was being worked on."""
 
 
+class BrokerUnreachableException(StreamsException):
+    """No Kafka broker answered at ``bootstrap.servers``."""
+
+
 class StoreNotLoggedException(StreamsException):
     """The store has no changelog, so its changes cannot be watched."""
 

@@ -34,6 +34,7 @@ from instance.runtime.kafka_streams import KafkaStreams
 from instance.serde import Serde
 from instance.server.replies import value_to_json
 from router.metadata import ClusterView
+from router.query_keys import check_query_key
 from router.rpc import iqmesh_pb2 as pb
 from router.watch_token import WatchToken, resume_offsets, watch_fingerprint
 
@@ -123,6 +124,7 @@ def _key_bytes(streams: KafkaStreams, store: str, k: pb.Key, what: str) -> bytes
     spec = streams.topology.stores[store]
     which = k.WhichOneof("kind")
     if which == "raw":
+        check_query_key(k.raw, what)
         if what == "key":
             try:
                 spec.key_serde.deserialize(k.raw)
@@ -130,6 +132,7 @@ def _key_bytes(streams: KafkaStreams, store: str, k: pb.Key, what: str) -> bytes
                 raise ValueError(f"raw key {k.raw[:40]!r} is not a {spec.key_serde.name} key: {e}") from None
         return k.raw
     if which == "text":
+        check_query_key(k.text, what)
         kb = spec.key_serde.serialize(streams.parse_key(store, k.text))
         if kb is None:
             raise ValueError("key must not be null")

@@ -112,6 +112,7 @@ def test_bad_requests_and_their_status(streams: KafkaStreams) -> None:
     assert status(pb.WatchRequest(store="counts", key=pb.Key())) is invalid
     assert status(pb.WatchRequest(store="counts", key=pb.Key(raw=b"\xff\xfe"))) is invalid  # not a string key
     assert status(pb.WatchRequest(store="counts", all=True, resume_token="nope")) is invalid
+    assert status(pb.WatchRequest(store="counts", prefix=pb.Key(raw=b"k" * (1 << 20 + 1)))) is invalid  # too long
     assert status(pb.WatchRequest(store="nope", all=True)) is grpc.StatusCode.NOT_FOUND
     with pytest.raises(UnknownStateStoreException):
         plan_watch(streams, pb.WatchRequest(store="nope", all=True))
