@@ -36,7 +36,7 @@ from instance.server.replies import value_to_json
 from router.metadata import ClusterView
 from router.query_keys import check_query_key
 from router.rpc import iqmesh_pb2 as pb
-from router.watch_token import WatchToken, resume_offsets, watch_fingerprint
+from router.watch_token import encode_offsets, resume_offsets, watch_fingerprint
 
 #: records per read, and the longest a read waits for them
 BATCH = 1000
@@ -192,7 +192,7 @@ class WatchStream:
                 self._on_close()
 
     def _token(self) -> str:
-        return WatchToken(self.plan.fingerprint, self._offsets).encode()
+        return encode_offsets(self.plan.fingerprint, self._offsets)
 
     def replies(self) -> Iterator[pb.WatchReply]:
         """Header, then changes, routing events and progress until :meth:`close`."""

@@ -124,6 +124,13 @@ def test_bad_requests_and_their_status(streams: KafkaStreams) -> None:
         watch_request("counts", key=_key("a"), all_keys=True)
 
 
+def test_tokens_are_the_json_token_codec_of_their_document() -> None:
+    offsets = {3: 7, 0: 2**63 - 1, 12: 0}
+    token = WatchToken("0123456789abcdef", offsets).encode()
+    assert token == encode_json_token({"w": "0123456789abcdef", "o": {"0": 2**63 - 1, "3": 7, "12": 0}})
+    assert WatchToken.decode(token).offsets == offsets
+
+
 def test_fingerprints_tell_watches_apart() -> None:
     prints = {watch_fingerprint(s, k, b) for s in ("a", "b") for k in ("KEY", "PREFIX", "ALL") for b in (b"", b"x")}
     assert len(prints) == 12
