@@ -86,6 +86,8 @@ class Watch:
         self.key_serde = ""
         self.value_serde = ""
         self.partitions: list[int] = []
+        self._kd: Callable[[bytes], Any] = bytes
+        self._vd: Callable[[bytes], Any] = bytes
 
     def close(self) -> None:
         self._closed = True
@@ -113,8 +115,9 @@ class Watch:
             endpoint = next((e for e in self._endpoints() if e not in tried), None)
             if endpoint is None:  # every one failed this round: wait a little, then again
                 if failed_at is not None and time.monotonic() - failed_at > self._reconnect_timeout:
-                    assert last_error is not None
-                    raise last_error
+                    if last_error is not None:
+                        raise last_error
+                    raise ConnectionError(f"no instance could serve the watch for {self._reconnect_timeout}s")
                 tried.clear()
                 time.sleep(0.5)
                 continue
@@ -137,7 +140,7 @@ class Watch:
                         yield RoutingChange(OWNER_CHANGED, r.partition, r.previous_owner, r.owner, r.endpoint)
                     elif part == "progress":
                         self.resume_token = reply.progress.resume_token
-                return  # the server ended the stream (it does not on its own; only at shutdown)
+                # a watch never ends on its own: the instance that ended it is going away
             except grpc.RpcError as e:
                 code = e.code()
                 if self._closed or code is grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -145,12 +148,12 @@ class Watch:
                 if code not in _RECONNECT:
                     raise
                 last_error = e
-                tried.add(endpoint)
-                if failed_at is None:
-                    failed_at = time.monotonic()
-                previous = self.served_by or previous
             finally:
                 self._call = None
+            tried.add(endpoint)
+            if failed_at is None:
+                failed_at = time.monotonic()
+            previous = self.served_by or previous
 
     def _header(self, h: pb.WatchHeader, endpoint: str, previous: str) -> Iterator[WatchItem]:
         first = not self.served_by
