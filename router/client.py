@@ -15,6 +15,7 @@ from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.scan_pages import Scan, ScanItem
 from router.scan_wire import ScanRequest, method_of
+from router.watch_client import Endpoints, Watch, watch_request
 
 #: a key as the client takes it: text parsed with the store's key serde, the serialized bytes, or
 #: any other value as its JSON text (numbers for int/long keys, objects for json keys)
@@ -161,6 +162,17 @@ class QueryClient:
         method = getattr(self._pool.stub(self.target), method_of(request))
         return Scan(lambda r: method(r, timeout=self.timeout), request, page_size, limit, page_token)
 
+    def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
+              resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
+              timeout: float | None = None) -> Watch:
+        """The committed changes of one key, a prefix or every key of ``store`` as they happen
+        (router/watch_client.py); ``timeout``: stop after that many seconds (None: never)."""
+        req = watch_request(store, None if key is None else _key(key), None if prefix is None else _key(prefix),
+                            all_keys, resume_token, from_beginning, with_json)
+        stub = self._pool.stub
+        return Watch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
+                     Endpoints(stub, [self.target], self.timeout), req, timeout)
+
     def metadata(self) -> pb.MetadataReply:
         return self._pool.stub(self.target).Metadata(pb.MetadataRequest(), timeout=self.timeout)
 
@@ -189,4 +201,5 @@ def _key(k: KeyArg) -> pb.Key:
     return pb.Key(text=json.dumps(k))
 
 
-__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "metadata_to_dict", "routing_table_to_dict"]
+__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "Watch", "metadata_to_dict",
+           "routing_table_to_dict"]
