@@ -24,7 +24,7 @@ from instance.runtime.collector import RecordCollector, producer_config
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
 from instance.runtime.restore import StateRestoreListener
-from instance.runtime.task import DeserializationHandler
+from instance.runtime.task import DeserializationHandler, system_clock_ms
 from instance.runtime.task_manager import TaskManager
 from instance.topology.topology import Topology
 from router.task_id import TaskId
@@ -206,6 +206,11 @@ class StreamThread(threading.Thread):
             else:
                 timeout = poll_s
             self._update_standbys(tm)
+            if not self._paused_for:
+                # wall-clock punctuation between batches, on this thread: never during process()
+                wait_ms = tm.punctuate() - system_clock_ms()
+                if wait_ms < timeout * 1000:
+                    timeout = max(0.0, wait_ms / 1000.0)
             msgs = consumer.consume(num_messages=max_records, timeout=timeout)
             if msgs:
                 tm.add_records(msgs)
@@ -216,7 +221,7 @@ class StreamThread(threading.Thread):
                 tm.collector.poll()
             elif not msgs and not restorer.active and tm.tasks and idle_s > 0:
                 self._idle(consumer, idle_s)
-            if time.monotonic() - tm.last_commit >= commit_s:
+            if time.monotonic() - tm.last_commit >= commit_s or tm.commit_requested():
                 tm.commit()
             if self._quiesce_requests != self.quiesce_done:
                 self._quiesce(tm, consumer)

@@ -8,21 +8,28 @@ input partitions the record with the lowest timestamp.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from instance.errors import SerializationException, StreamsException
+from instance.runtime.punctuation import PunctuationQueue, PunctuationSchedule, PunctuationType, Punctuator
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
 from instance.state import source_offsets
 from instance.state.kv_store import ChangelogSend
-from instance.topology.processor import ProcessorContext, RecordContext
+from instance.topology.processor import ProcessorContext, RecordContext, node_callable
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
 from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
 
-Sender = Callable[[str, bytes | None, bytes | None, int], None]
+#: ``send(topic, key, value, timestamp, partition, headers)``; partition -1: the partitioner's
+Sender = Callable[[str, bytes | None, bytes | None, int, int, Any], None]
+
+
+def system_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class DeserializationHandler:
@@ -62,15 +69,22 @@ class StreamTask:
                  resolve_topic: Callable[[str], str], send: Sender,
                  changelog_sender: Callable[[str, int, StreamTask], ChangelogSend],
                  state: ProcessorStateManager | None, cache_max_entries: int, in_memory: bool,
-                 on_bad_record: DeserializationHandler) -> None:
+                 on_bad_record: DeserializationHandler, clock: Callable[[], int] = system_clock_ms) -> None:
         """``state``: the task's state manager (None: no task directory, as in the
-        TopologyTestDriver); its stores are built here, in memory if ``in_memory``."""
+        TopologyTestDriver); its stores are built here, in memory if ``in_memory``. ``clock``:
+        wall-clock time in ms (the driver's is mocked)."""
         self.id = task_id
         self.partition = task_id.partition
         self.subtopology = subtopology
         self.record = RecordContext()
         self.record.partition = task_id.partition
+        #: the highest timestamp processed (Kafka Streams' stream time; -1: none yet)
         self.stream_time = -1
+        self.clock = clock
+        self._stream_punctuation = PunctuationQueue()
+        self._wall_punctuation = PunctuationQueue()
+        #: a processor called ``context.commit()``
+        self.commit_requested = False
         self._on_bad_record = on_bad_record
         self.state = state if state is not None else ProcessorStateManager(task_id, None, application_id)
         self.stores = self.state.register_stores(
@@ -111,10 +125,11 @@ class StreamTask:
                 proc = node.supplier()
                 children = [callables[c] for c in node.children]
                 stores = {s: self.stores[s] for s in node.stores}
-                ctx = ProcessorContext(str(self.id), node.name, rc, children, stores, app_id, self)
+                ctx = ProcessorContext(str(self.id), node.name, rc, children, stores, app_id, self,
+                                       child_names=node.children)
                 proc.init(ctx)
                 self._processors.append(proc)
-                callables[node.name] = proc.process
+                callables[node.name] = node_callable(proc, rc)
             elif isinstance(node, SourceNode):
                 children = [callables[c] for c in node.children]
                 for topic in node.topics:
@@ -124,6 +139,7 @@ class StreamTask:
                      ) -> Callable[[Any], None]:
         kd, vd = node.key_serde.deserialize, node.value_serde.deserialize
         rc = self.record
+        task = self
         handler = self._on_bad_record
         fwd: Callable[[Any, Any], None]
         if len(children) == 1:
@@ -135,13 +151,17 @@ class StreamTask:
 
         def source(msg: Any) -> None:
             rc.offset = off = msg.offset()
-            rc.timestamp = msg.timestamp()[1]
+            rc.msg = msg
+            rc.headers = None
             try:
                 k = kd(msg.key())
                 v = vd(msg.value())
             except Exception as e:
                 handler(e, topic, msg.partition(), off)
                 return
+            rc.timestamp = ts = msg.timestamp()[1]
+            if ts > task.stream_time:  # stream time counts the record before it is processed
+                task.stream_time = ts
             fwd(k, v)
         return source
 
@@ -162,15 +182,23 @@ class StreamTask:
             q = queues[topic]
             source = self.sources[topic]
             rc.topic = topic
-            for msg in q:
-                source(msg)
+            punctuation = self._stream_punctuation
+            if punctuation:  # check after every record only when a punctuator is scheduled
+                for msg in q:
+                    source(msg)
+                    if self.stream_time >= punctuation.due:
+                        self.punctuate_stream_time()
+                        rc.topic = topic
+            else:
+                for msg in q:
+                    source(msg)
             n = len(q)
             last = q[-1]
             q.clear()
             self.committable[topic] = last.offset() + 1
             self.positions[topic] = last.offset()
-            if rc.timestamp > self.stream_time:
-                self.stream_time = rc.timestamp
+            if self.stream_time >= punctuation.due:  # scheduled while processing the batch
+                self.punctuate_stream_time()
             return n
         # several inputs: always take the head with the lowest timestamp
         while True:
@@ -189,25 +217,55 @@ class StreamTask:
             self.positions[best] = msg.offset()
             self.sources[best](msg)
             self.committable[best] = msg.offset() + 1
-            if best_ts > self.stream_time:
-                self.stream_time = best_ts
+            if self.stream_time >= self._stream_punctuation.due:
+                self.punctuate_stream_time()
             n += 1
         return n
+
+    # -- punctuation -------------------------------------------------------------------------
+    def schedule(self, node: str, interval_ms: int, ptype: PunctuationType,
+                 punctuator: Punctuator) -> PunctuationSchedule:
+        """As Kafka Streams: stream-time schedules are aligned to 0, so the first fires as soon as
+        the task has a stream time; wall-clock ones fire first one interval from now."""
+        if interval_ms < 1:
+            raise ValueError(f"punctuation interval must be at least 1 ms, got {interval_ms}")
+        if ptype is PunctuationType.STREAM_TIME:
+            return self._stream_punctuation.schedule(PunctuationSchedule(node, 0, interval_ms, punctuator))
+        return self._wall_punctuation.schedule(
+            PunctuationSchedule(node, self.clock() + interval_ms, interval_ms, punctuator))
+
+    def punctuate_stream_time(self) -> bool:
+        if self.stream_time < 0:
+            return False
+        return self._stream_punctuation.punctuate(self.stream_time, self._punctuate)
+
+    def wall_clock_due(self) -> int:
+        """When the next wall-clock punctuation is due (ms; punctuation.NEVER if none)."""
+        return self._wall_punctuation.due
+
+    def punctuate_wall_clock(self, now: int | None = None) -> bool:
+        return self._wall_punctuation.punctuate(self.clock() if now is None else now, self._punctuate)
+
+    def _punctuate(self, sched: PunctuationSchedule, now: int) -> None:
+        """Run one punctuator: the record context is the punctuation's (no input record)."""
+        rc = self.record
+        rc.topic, rc.offset, rc.timestamp, rc.headers, rc.msg = None, -1, now, None, None
+        sched.punctuator(now)
 
     def check_caught_up(self) -> None:
         positions = self.positions
         self.catch_up_to = {t: end for t, end in self.catch_up_to.items() if positions.get(t, -1) + 1 < end}
 
-    def source_mark(self) -> bytes:
+    def source_mark(self) -> bytes | None:
         """The input offsets this task has reached, for the header of a changelog record
-        (instance/state/source_offsets.py)."""
+        (instance/state/source_offsets.py); None before any input (a punctuation's writes)."""
         rc = self.record
         positions = self.positions
-        assert rc.topic is not None  # a store is written while a record is processed or after
-        positions[rc.topic] = rc.offset
-        if len(positions) == 1:
-            return b"%d %s" % (rc.offset, rc.topic.encode())
-        return source_offsets.encode(positions.items())
+        if rc.topic is not None:  # None while punctuating: the positions reached so far
+            positions[rc.topic] = rc.offset
+            if len(positions) == 1:
+                return b"%d %s" % (rc.offset, rc.topic.encode())
+        return source_offsets.encode(positions.items()) if positions else None
 
     def flush(self) -> None:
         """Commit step one: flush caches (forwarding downstream) and stores."""
@@ -229,8 +287,17 @@ class StreamTask:
 
 
 def _make_sink(topic: str, node: SinkNode, rc: RecordContext, send: Sender) -> Callable[[Any, Any], None]:
+    """Writes with the current timestamp and headers (the input record's, or those a Record
+    processor forwarded), as Kafka Streams' sink does."""
     ks, vs = node.key_serde.serialize, node.value_serde.serialize
 
     def sink(key: Any, value: Any) -> None:
-        send(topic, None if key is None else ks(key), None if value is None else vs(value), rc.timestamp)
+        forwarded = rc.headers
+        if forwarded is None:
+            msg = rc.msg
+            headers = msg.headers() if msg is not None else None
+        else:
+            headers = list(forwarded)
+        send(topic, None if key is None else ks(key), None if value is None else vs(value), rc.timestamp,
+             -1, headers or None)
     return sink

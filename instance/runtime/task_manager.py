@@ -23,9 +23,10 @@ from instance.errors import StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector
 from instance.runtime.internal_topics import TopicLayout
+from instance.runtime.punctuation import NEVER
 from instance.runtime.standby import StandbyTask, StandbyTasks
 from instance.runtime.state_manager import ProcessorStateManager
-from instance.runtime.task import DeserializationHandler, StreamTask
+from instance.runtime.task import DeserializationHandler, StreamTask, system_clock_ms
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
@@ -110,6 +111,26 @@ class TaskManager:
                 task.check_caught_up()
         return n
 
+    def punctuate(self) -> int:
+        """Fire the wall-clock punctuations that are due (running tasks only); returns when the
+        next one is due (ms, punctuation.NEVER if none), for the thread's poll timeout."""
+        if not self.tasks:
+            return NEVER
+        now = system_clock_ms()
+        next_due = NEVER
+        for tid, task in self.tasks.items():
+            due = task.wall_clock_due()
+            if due <= now and tid not in self.restoring:
+                self.begin_txn()
+                task.punctuate_wall_clock(now)
+                due = task.wall_clock_due()
+            next_due = min(next_due, due)
+        return next_due
+
+    def commit_requested(self) -> bool:
+        """A processor asked for a commit (``context.commit()``)."""
+        return any(t.commit_requested for t in self.tasks.values())
+
     def begin_txn(self) -> None:
         if self.config.eos and not self._in_txn:
             self.collector.producer.begin_transaction()
@@ -137,6 +158,7 @@ class TaskManager:
             if offsets and not self._commit_offsets(offsets):
                 return False
         for task in running:
+            task.commit_requested = False
             task.committable.clear()
             task.state.checkpoint()  # not under exactly-once (the state manager's rule)
         self.standby.checkpoint_all()
@@ -282,8 +304,9 @@ class TaskManager:
         def send_batch(batch: list[tuple[bytes, bytes | None, int]]) -> None:
             if not batch:
                 return
+            mark = None if eos else task.source_mark()
             headers: list[tuple[str, str | bytes | None]] | None = \
-                None if eos else [(SOURCE_HEADER, task.source_mark())]
+                None if mark is None else [(SOURCE_HEADER, mark)]
             for kb, vb, ts in batch:
                 send(topic, kb, vb, ts, partition, headers)
             logged(tp, len(batch))
