@@ -13,12 +13,19 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from instance.errors import SerializationException, StreamsException
+from instance.errors import ProductionException, StreamsException
+from instance.runtime.handlers import ErrorHandling, ProducedRecord
 from instance.runtime.punctuation import PunctuationQueue, PunctuationSchedule, PunctuationType, Punctuator
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
+from instance.runtime.timestamps import (
+    ConsumedRecord,
+    FailOnInvalidTimestamp,
+    RecordTimestampExtractor,
+    TimestampExtractor,
+)
 from instance.state import source_offsets
 from instance.state.kv_store import ChangelogSend
-from instance.topology.processor import ProcessorContext, RecordContext, node_callable
+from instance.topology.processor import ProcessorContext, Record, RecordContext, node_callable
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
 from router.task_id import TaskId
 
@@ -30,22 +37,6 @@ Sender = Callable[[str, bytes | None, bytes | None, int, int, Any], None]
 
 def system_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class DeserializationHandler:
-    """``default.deserialization.exception.handler``: ``fail`` or ``log-and-continue``."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-        self.skipped = 0
-
-    def __call__(self, exc: Exception, topic: str, partition: int, offset: int) -> None:
-        if self.mode == "log-and-continue":
-            self.skipped += 1
-            log.warning("skipping record that does not deserialize: topic=%s partition=%d offset=%d: %s",
-                        topic, partition, offset, exc)
-            return
-        raise SerializationException(f"record does not deserialize: {exc}", topic, partition, offset) from exc
 
 
 class PartitionGroup:
@@ -69,10 +60,12 @@ class StreamTask:
                  resolve_topic: Callable[[str], str], send: Sender,
                  changelog_sender: Callable[[str, int, StreamTask], ChangelogSend],
                  state: ProcessorStateManager | None, cache_max_entries: int, in_memory: bool,
-                 on_bad_record: DeserializationHandler, clock: Callable[[], int] = system_clock_ms) -> None:
+                 errors: ErrorHandling, clock: Callable[[], int] = system_clock_ms,
+                 extractor: TimestampExtractor | None = None) -> None:
         """``state``: the task's state manager (None: no task directory, as in the
-        TopologyTestDriver); its stores are built here, in memory if ``in_memory``. ``clock``:
-        wall-clock time in ms (the driver's is mocked)."""
+        TopologyTestDriver); its stores are built here, in memory if ``in_memory``. ``errors``: the
+        exception handlers; ``clock``: wall-clock time in ms (the driver's is mocked);
+        ``extractor``: ``default.timestamp.extractor``."""
         self.id = task_id
         self.partition = task_id.partition
         self.subtopology = subtopology
@@ -85,7 +78,10 @@ class StreamTask:
         self._wall_punctuation = PunctuationQueue()
         #: a processor called ``context.commit()``
         self.commit_requested = False
-        self._on_bad_record = on_bad_record
+        self.errors = errors
+        self._extractor: TimestampExtractor = extractor or FailOnInvalidTimestamp()
+        #: id(processor) -> node name: which node raised (found from the traceback, on error only)
+        self._node_of: dict[int, str] = {}
         self.state = state if state is not None else ProcessorStateManager(task_id, None, application_id)
         self.stores = self.state.register_stores(
             [topology.stores[name] for name in subtopology.stores], in_memory=in_memory,
@@ -120,7 +116,7 @@ class StreamTask:
         pending = [n for n in st.nodes]
         for node in reversed(pending):  # seq order is a topological order; reverse = children first
             if isinstance(node, SinkNode):
-                callables[node.name] = _make_sink(resolve(node.topic), node, rc, send)
+                callables[node.name] = self._make_sink(resolve(node.topic), node, send)
             elif isinstance(node, ProcessorNodeDef):
                 proc = node.supplier()
                 children = [callables[c] for c in node.children]
@@ -129,6 +125,7 @@ class StreamTask:
                                        child_names=node.children)
                 proc.init(ctx)
                 self._processors.append(proc)
+                self._node_of[id(proc)] = node.name
                 callables[node.name] = node_callable(proc, rc)
             elif isinstance(node, SourceNode):
                 children = [callables[c] for c in node.children]
@@ -140,7 +137,11 @@ class StreamTask:
         kd, vd = node.key_serde.deserialize, node.value_serde.deserialize
         rc = self.record
         task = self
-        handler = self._on_bad_record
+        errors = self.errors
+        task_id = str(self.id)
+        extractor = self._extractor
+        # the built-in record-timestamp extractors are inlined: ``extract`` only for a negative one
+        inline_ts = isinstance(extractor, RecordTimestampExtractor)
         fwd: Callable[[Any, Any], None]
         if len(children) == 1:
             fwd = children[0]
@@ -149,21 +150,80 @@ class StreamTask:
                 for c in children:
                     c(k, v)
 
+        def extract(msg: Any, k: Any, v: Any, ts: int) -> int:
+            record = ConsumedRecord(topic, msg.partition(), msg.offset(), k, v, ts, tuple(msg.headers() or ()))
+            return extractor.extract(record, task.stream_time)
+
         def source(msg: Any) -> None:
-            rc.offset = off = msg.offset()
+            rc.offset = msg.offset()
             rc.msg = msg
             rc.headers = None
             try:
                 k = kd(msg.key())
                 v = vd(msg.value())
             except Exception as e:
-                handler(e, topic, msg.partition(), off)
+                errors.deserialization_error(task_id, rc, e)
                 return
-            rc.timestamp = ts = msg.timestamp()[1]
+            ts = msg.timestamp()[1]
+            if ts < 0 or not inline_ts:
+                ts = extract(msg, k, v, ts)
+                if ts < 0:  # as Kafka Streams: a negative extracted timestamp drops the record
+                    errors.invalid_timestamp()
+                    return
+            rc.timestamp = ts
             if ts > task.stream_time:  # stream time counts the record before it is processed
                 task.stream_time = ts
-            fwd(k, v)
+            try:
+                fwd(k, v)
+            except StreamsException:
+                raise
+            except Exception as e:
+                task.processing_error(e, Record(k, v, ts, rc.current_headers()))
         return source
+
+    def processing_error(self, exc: Exception, record: Record | None, node: str | None = None) -> None:
+        """A processor (or punctuator of ``node``) raised: the processing handler decides."""
+        if node is None:
+            tb = exc.__traceback__
+            while tb is not None:  # the innermost processor frame is the failing node
+                name = self._node_of.get(id(tb.tb_frame.f_locals.get("self")))
+                if name is not None:
+                    node = name
+                tb = tb.tb_next
+        self.errors.processing_error(self.errors.context(str(self.id), self.record, node), record, exc)
+
+    def _make_sink(self, topic: str, node: SinkNode, send: Sender) -> Callable[[Any, Any], None]:
+        """Writes with the current timestamp and headers (the input record's, or those a Record
+        processor forwarded), as Kafka Streams' sink does. A record the producer refuses, or that
+        does not serialize, goes to the production exception handler."""
+        ks, vs = node.key_serde.serialize, node.value_serde.serialize
+        rc = self.record
+        task_id = str(self.id)
+        errors = self.errors
+        name = node.name
+
+        def failed(exc: Exception, kb: bytes | None, vb: bytes | None, partition: int) -> None:
+            ctx = errors.context(task_id, rc, name)
+            errors.production_error(ctx, ProducedRecord(topic, partition, kb, vb, rc.timestamp), exc)
+
+        def sink(key: Any, value: Any) -> None:
+            forwarded = rc.headers
+            if forwarded is None:
+                msg = rc.msg
+                headers = msg.headers() if msg is not None else None
+            else:
+                headers = list(forwarded)
+            try:
+                kb = None if key is None else ks(key)
+                vb = None if value is None else vs(value)
+            except Exception as e:
+                failed(e, None, None, -1)
+                return
+            try:
+                send(topic, kb, vb, rc.timestamp, -1, headers or None)
+            except ProductionException as e:
+                failed(e, kb, vb, -1)
+        return sink
 
     # -- processing --------------------------------------------------------------------------
     def add_records(self, topic: str, msgs: list[Any]) -> None:
@@ -250,7 +310,12 @@ class StreamTask:
         """Run one punctuator: the record context is the punctuation's (no input record)."""
         rc = self.record
         rc.topic, rc.offset, rc.timestamp, rc.headers, rc.msg = None, -1, now, None, None
-        sched.punctuator(now)
+        try:
+            sched.punctuator(now)
+        except StreamsException:
+            raise
+        except Exception as e:
+            self.processing_error(e, None, sched.node)
 
     def check_caught_up(self) -> None:
         positions = self.positions
@@ -284,20 +349,3 @@ class StreamTask:
         self.state.close(checkpoint=checkpoint and not errors)
         if errors:
             raise StreamsException(f"task {self.id}: processor close failed: {errors[0]}") from errors[0]
-
-
-def _make_sink(topic: str, node: SinkNode, rc: RecordContext, send: Sender) -> Callable[[Any, Any], None]:
-    """Writes with the current timestamp and headers (the input record's, or those a Record
-    processor forwarded), as Kafka Streams' sink does."""
-    ks, vs = node.key_serde.serialize, node.value_serde.serialize
-
-    def sink(key: Any, value: Any) -> None:
-        forwarded = rc.headers
-        if forwarded is None:
-            msg = rc.msg
-            headers = msg.headers() if msg is not None else None
-        else:
-            headers = list(forwarded)
-        send(topic, None if key is None else ks(key), None if value is None else vs(value), rc.timestamp,
-             -1, headers or None)
-    return sink

@@ -22,11 +22,13 @@ from instance.config import StreamsConfig
 from instance.errors import StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector
+from instance.runtime.handlers import ErrorHandling
 from instance.runtime.internal_topics import TopicLayout
 from instance.runtime.punctuation import NEVER
 from instance.runtime.standby import StandbyTask, StandbyTasks
 from instance.runtime.state_manager import ProcessorStateManager
-from instance.runtime.task import DeserializationHandler, StreamTask, system_clock_ms
+from instance.runtime.task import StreamTask, system_clock_ms
+from instance.runtime.timestamps import timestamp_extractor
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
@@ -46,7 +48,7 @@ FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, Kafka
 class TaskManager:
     def __init__(self, name: str, config: StreamsConfig, topology: Topology, layout: TopicLayout,
                  resolve: Callable[[str], str], collector: RecordCollector, restorer: StoreChangelogReader,
-                 handler: DeserializationHandler) -> None:
+                 errors: ErrorHandling) -> None:
         self.name = name
         self.config = config
         self.topology = topology
@@ -56,7 +58,9 @@ class TaskManager:
         #: the thread's changelog reader: restores active tasks, keeps standbys warm
         self.restorer = restorer
         self.standby = StandbyTasks(restorer)
-        self._handler = handler
+        self.errors = errors
+        errors.send = self._send_dead_letter
+        self._extractor = timestamp_extractor(config.default_timestamp_extractor)
         self.consumer: Consumer | None = None  # the thread's, replaced when it rejoins
         self.tasks: dict[TaskId, StreamTask] = {}
         self.restoring: set[TaskId] = set()
@@ -130,6 +134,10 @@ class TaskManager:
     def commit_requested(self) -> bool:
         """A processor asked for a commit (``context.commit()``)."""
         return any(t.commit_requested for t in self.tasks.values())
+
+    def _send_dead_letter(self, topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int,
+                          headers: Any) -> None:
+        self.collector.send(topic, key, value, ts, partition, headers)  # the current producer
 
     def begin_txn(self) -> None:
         if self.config.eos and not self._in_txn:
@@ -276,7 +284,7 @@ class TaskManager:
                                       eos=config.eos, lock_wait_s=5.0)  # the cleaner holds unowned dirs briefly
         task = StreamTask(tid, self.topology, self.topology.subtopologies()[tid.subtopology], config.application_id,
                           self._resolve, self.collector.send, self._changelog_sender, state, self._cache_entries,
-                          config.in_memory_stores, self._handler)
+                          config.in_memory_stores, self.errors, extractor=self._extractor)
         self.tasks[tid] = task
         for topic in task.sources:
             self.by_tp[(topic, tid.partition)] = task

@@ -13,8 +13,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from instance.config import StreamsConfig
-from instance.errors import StreamsException
-from instance.runtime.task import DeserializationHandler, StreamTask
+from instance.errors import ProductionException, StreamsException
+from instance.runtime.handlers import ErrorHandling
+from instance.runtime.task import StreamTask
+from instance.runtime.timestamps import timestamp_extractor
 from instance.serde import BytesSerde, Serde
 from instance.state.kv_store import KeyValueStore
 from instance.topology.processor import Headers
@@ -93,12 +95,17 @@ class TopologyTestDriver:
         self._pending: deque[_Msg] = deque()
         self._by_topic: dict[str, StreamTask] = {}
         self.tasks: list[StreamTask] = []
-        handler = DeserializationHandler(cfg.default_deserialization_exception_handler)
+        #: the exception handlers; ``errors.dropped`` counts what they skipped
+        self.errors = ErrorHandling(cfg.to_properties())
+        self.errors.send = self._send
+        #: librdkafka's ``message.max.bytes`` check, which refuses a record before sending it
+        self._max_record_bytes = int(cfg.client_overrides("producer.").get("message.max.bytes", 1_000_000))
+        extractor = timestamp_extractor(cfg.default_timestamp_extractor)
         cache_entries = cfg.statestore_cache_max_bytes // 100
         for st in topology.subtopologies():
             task = StreamTask(TaskId(st.id, 0), topology, st, app, self._resolve, self._send,
-                              self._changelog_sender, None, cache_entries, True, handler,
-                              clock=self._clock)
+                              self._changelog_sender, None, cache_entries, True, self.errors,
+                              clock=self._clock, extractor=extractor)
             self.tasks.append(task)
             for topic in task.sources:
                 self._by_topic[topic] = task
@@ -114,6 +121,10 @@ class TopologyTestDriver:
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int = -1,
               headers: list[tuple[str, bytes | None]] | None = None) -> None:
+        size = len(key or b"") + len(value or b"")
+        if size > self._max_record_bytes:
+            raise ProductionException(f"the producer refused a record for {topic}: MSG_SIZE_TOO_LARGE: "
+                                      f"{size} bytes > message.max.bytes {self._max_record_bytes}")
         off = self._offsets.get(topic, 0)
         self._offsets[topic] = off + 1
         msg = _Msg(topic, 0, off, ts, key, value, headers)
