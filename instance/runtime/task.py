@@ -158,19 +158,18 @@ class StreamTask:
             rc.offset = msg.offset()
             rc.msg = msg
             rc.headers = None
+            rc.timestamp = ts = msg.timestamp()[1]
             try:
                 k = kd(msg.key())
                 v = vd(msg.value())
             except Exception as e:
                 errors.deserialization_error(task_id, rc, e)
                 return
-            ts = msg.timestamp()[1]
             if ts < 0 or not inline_ts:
-                ts = extract(msg, k, v, ts)
+                rc.timestamp = ts = extract(msg, k, v, ts)
                 if ts < 0:  # as Kafka Streams: a negative extracted timestamp drops the record
                     errors.invalid_timestamp()
                     return
-            rc.timestamp = ts
             if ts > task.stream_time:  # stream time counts the record before it is processed
                 task.stream_time = ts
             try:
