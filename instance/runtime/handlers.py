@@ -289,7 +289,9 @@ class ErrorHandling:
         # no dead-letter record for a failed dead-letter record: that would loop
         handler_ctx = ctx if record.topic != self.dead_letter_topic else None
         result = self._ask(lambda: self.production.handle(ctx, record, exc), handler_ctx)
-        what = f"a record for topic {record.topic} partition {record.partition} ({ctx.where()})"
+        part = f" partition {record.partition}" if record.partition >= 0 else ""
+        size = f", {len(record.key or b'') + len(record.value or b'')} bytes" if record.key or record.value else ""
+        what = f"a record for topic {record.topic}{part} ({ctx.where()}{size})"
         if result.response is HandlerResponse.FAIL:
             raise ProductionException(f"could not write {what}: {exc}; set {PRODUCTION}=continue to skip such "
                                       f"records") from exc
