@@ -139,7 +139,7 @@ class StreamTask:
         task = self
         errors = self.errors
         task_id = str(self.id)
-        extractor = self._extractor
+        extractor = node.timestamp_extractor or self._extractor
         # the built-in record-timestamp extractors are inlined: ``extract`` only for a negative one
         inline_ts = isinstance(extractor, RecordTimestampExtractor)
         fwd: Callable[[Any, Any], None]

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from instance.config import StreamsConfig
-from instance.errors import StreamsException
+from instance.errors import ProductionException, StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector
 from instance.runtime.handlers import ErrorHandling
@@ -261,7 +261,7 @@ class TaskManager:
         if self.tasks:
             try:
                 clean = self.commit()
-            except KafkaException:
+            except (KafkaException, ProductionException):
                 log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
                 self.abort_txn()
                 clean = False

@@ -26,6 +26,8 @@ class SourceNode:
     seq: int
     children: list[str] = field(default_factory=list)
     parents: list[str] = field(default_factory=list)
+    #: this source's own extractor (``extract(record, partition_time)``); None: the configured default
+    timestamp_extractor: Any = None
 
 
 @dataclass
@@ -113,7 +115,7 @@ class Topology:
             self._nodes[name].parents.append(p)
 
     def add_source(self, name: str, *topics: str, key_serde: Serde | None = None,
-                   value_serde: Serde | None = None) -> Topology:
+                   value_serde: Serde | None = None, timestamp_extractor: Any = None) -> Topology:
         self._check_new(name)
         if not topics:
             raise TopologyException(f"source {name!r} needs at least one topic")
@@ -123,7 +125,8 @@ class Topology:
                 if dup:
                     raise TopologyException(f"topic(s) {sorted(dup)} already read by source {n.name!r}")
         self._nodes[name] = SourceNode(name, list(topics), key_serde or BytesSerde(),
-                                       value_serde or BytesSerde(), self._next())
+                                       value_serde or BytesSerde(), self._next(),
+                                       timestamp_extractor=timestamp_extractor)
         return self
 
     def add_processor(self, name: str, supplier: ProcessorSupplier, *parents: str) -> Topology:

@@ -336,3 +336,19 @@ def test_custom_extractor_function_and_skip_of_its_negative_result() -> None:
         d.pipe_raw("in", b"k", b"no-time", 2)
         assert d.create_output_topic("out", S, S).read_records_to_list() == [("k", "123:A", 123)]
         assert d.errors.dropped["invalid-timestamp"] == 1
+
+
+class _DoubleTimestamp:
+    def extract(self, record: ConsumedRecord, partition_time: int) -> int:
+        return record.timestamp * 2
+
+
+def test_a_source_can_have_its_own_extractor() -> None:
+    t = Topology()
+    t.add_source("a", "in-a", key_serde=S, value_serde=S, timestamp_extractor=_DoubleTimestamp())
+    t.add_source("b", "in-b", key_serde=S, value_serde=S)
+    t.add_sink("sink", "out", "a", "b", key_serde=S, value_serde=S)
+    with TopologyTestDriver(t) as d:
+        d.pipe_raw("in-a", b"k", b"a", 10)
+        d.pipe_raw("in-b", b"k", b"b", 10)
+        assert d.create_output_topic("out", S, S).read_records_to_list() == [("k", "a", 20), ("k", "b", 10)]
