@@ -268,3 +268,71 @@ def test_record_processor_in_the_dsl_via_kstream_process() -> None:
     with TopologyTestDriver(b.build()) as d:
         d.create_input_topic("in", S, S).pipe_input("k", "abc", 7)
         assert d.create_output_topic("out", S, S).read_record() == ("k", "ABC", 8)
+
+
+# -- the seeds' co-grouping processor: two parents, a shared store, emission per punctuation ---------
+
+
+class _TagAs(ContextualProcessor):
+    """Txn-Processor / Events-Processor: re-key by stock symbol, tag the event's kind."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def process(self, record: Record) -> None:
+        symbol, _, detail = record.value.partition(":")
+        self.context().forward(Record(symbol, (self.kind, detail), record.timestamp))
+
+
+class _CogroupingProcessor(ContextualProcessor):
+    """Accumulates clicks and purchases per symbol in one store; every 15 s of wall-clock time
+    emits (clicks, purchases) for each symbol and clears it."""
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.store = context.get_state_store("cogroup-store")
+        context.schedule(15_000, PunctuationType.WALL_CLOCK_TIME, self.emit)
+
+    def process(self, record: Record) -> None:
+        kind, detail = record.value
+        acc = self.store.get(record.key) or {"clicks": [], "purchases": []}
+        acc["clicks" if kind == "click" else "purchases"].append(detail)
+        self.store.put(record.key, acc, record.timestamp)
+
+    def emit(self, now: int) -> None:
+        for symbol, acc in list(self.store.all()):
+            if acc["clicks"] or acc["purchases"]:
+                self.context().forward(Record(symbol, [acc["clicks"], acc["purchases"]], now))
+                self.store.put(symbol, {"clicks": [], "purchases": []}, now)
+
+
+def test_seeds_cogrouping_processor_with_two_parents_emits_per_punctuation() -> None:
+    from instance.serde import JsonSerde
+    j = JsonSerde()
+    t = Topology()
+    t.add_source("Txn-Source", "stock-transactions", key_serde=S, value_serde=S)
+    t.add_source("Events-Source", "events", key_serde=S, value_serde=S)
+    t.add_processor("Txn-Processor", lambda: _TagAs("purchase"), "Txn-Source")
+    t.add_processor("Events-Processor", lambda: _TagAs("click"), "Events-Source")
+    t.add_processor("CoGrouping-Processor", _CogroupingProcessor, "Txn-Processor", "Events-Processor")
+    t.add_state_store(StoreSpec("cogroup-store", S, j), "CoGrouping-Processor")
+    t.add_sink("Tuple-Sink", "cogrouped", "CoGrouping-Processor", key_serde=S, value_serde=j)
+    assert t.nodes["CoGrouping-Processor"].parents == ["Txn-Processor", "Events-Processor"]
+    with TopologyTestDriver(t, initial_wall_clock_ms=0) as d:
+        txns = d.create_input_topic("stock-transactions", S, S)
+        events = d.create_input_topic("events", S, S)
+        out = d.create_output_topic("cogrouped", S, j)
+        txns.pipe_input(None, "ACME:buy 10", 1)
+        events.pipe_input(None, "ACME:page-view", 2)
+        events.pipe_input(None, "INIT:search", 3)
+        txns.pipe_input(None, "ACME:sell 5", 4)
+        assert out.is_empty()
+        d.advance_wall_clock_time(15_000)
+        assert sorted(out.read_records_to_list()) == [
+            ("ACME", [["page-view"], ["buy 10", "sell 5"]], 15_000),
+            ("INIT", [["search"], []], 15_000)]
+        events.pipe_input(None, "INIT:click", 5)
+        d.advance_wall_clock_time(15_000)
+        assert out.read_records_to_list() == [("INIT", [["click"], []], 30_000)]
+        d.advance_wall_clock_time(15_000)  # nothing new: nothing emitted
+        assert out.is_empty()
