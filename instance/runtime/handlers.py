@@ -277,7 +277,7 @@ class ErrorHandling:
     # -- the three kinds ------------------------------------------------------------------------
     def deserialization_error(self, task_id: str, rc: RecordContext, exc: Exception) -> None:
         ctx = self.context(task_id, rc, None)
-        result = self._ask(lambda: self.deserialization.handle(ctx, exc), ctx)
+        result = self._ask(lambda: self.deserialization.handle(ctx, exc))
         if result.response is HandlerResponse.FAIL:
             raise SerializationException(
                 f"record does not deserialize: {exc}; set {DESERIALIZATION}=log-and-continue to skip such "
@@ -287,8 +287,8 @@ class ErrorHandling:
     def production_error(self, ctx: ErrorHandlerContext, record: ProducedRecord, exc: Exception) -> None:
         """A record the producer refused (or a sink could not serialize); raises on FAIL."""
         # no dead-letter record for a failed dead-letter record: that would loop
-        handler_ctx = ctx if record.topic != self.dead_letter_topic else None
-        result = self._ask(lambda: self.production.handle(ctx, record, exc), handler_ctx)
+        result = self._ask(lambda: self.production.handle(ctx, record, exc),
+                           dead_letters=record.topic != self.dead_letter_topic)
         part = f" partition {record.partition}" if record.partition >= 0 else ""
         size = f", {len(record.key or b'') + len(record.value or b'')} bytes" if record.key or record.value else ""
         what = f"a record for topic {record.topic}{part} ({ctx.where()}{size})"
@@ -299,7 +299,7 @@ class ErrorHandling:
         self.dropped["production-error"] += 1
 
     def processing_error(self, ctx: ErrorHandlerContext, record: Record | None, exc: Exception) -> None:
-        result = self._ask(lambda: self.processing.handle(ctx, record, exc), ctx)
+        result = self._ask(lambda: self.processing.handle(ctx, record, exc))
         if result.response is HandlerResponse.FAIL:
             raise ProcessingException(f"processing failed ({ctx.where()}): {exc!r}; set {PROCESSING}="
                                       f"log-and-continue to skip such records") from exc
@@ -317,14 +317,14 @@ class ErrorHandling:
         self.dropped["invalid-timestamp"] += 1
 
     # -- applying an answer ----------------------------------------------------------------------
-    def _ask(self, handle: Callable[[], HandlerResult], ctx: ErrorHandlerContext | None) -> HandlerResult:
+    def _ask(self, handle: Callable[[], HandlerResult], dead_letters: bool = True) -> HandlerResult:
         try:
             result = handle()
         except Exception as e:
             raise StreamsException(f"the exception handler itself failed: {e!r}") from e
         if not isinstance(result, HandlerResult):
             raise StreamsException(f"an exception handler returned {result!r}, not a HandlerResult")
-        if ctx is not None:
+        if dead_letters:
             for dl in result.dead_letter_records:
                 self._send_dead_letter(dl)
         return result

@@ -181,3 +181,26 @@ def test_a_2mb_word_with_production_continue_is_skipped_and_counting_goes_on(boo
     log = _full_log(cluster)
     assert "MSG_SIZE_TOO_LARGE" in log, log
     assert f"input topic={topic} partition=1 offset=1" in log, log
+
+
+def test_a_record_the_broker_refuses_after_sending_goes_to_the_production_handler(
+        bootstrap: str, tmp_path: Path, unique: str) -> None:
+    """With the client's size check raised above the broker's limit, the 2 MB word is sent and
+    refused by the broker (a failed delivery report, no longer tied to its input record)."""
+    topic = f"bad-{unique}"
+    ensure_topic(bootstrap, topic, 6)
+    _produce_to(bootstrap, topic, 0, [b"alpha", BIG_WORD, b"alpha omega"])
+    cluster = LocalCluster(bootstrap, APP, f"bad-{unique}", tmp_path, size=1, env=_env(unique),
+                           extra_config=["default.production.exception.handler=continue",
+                                         "producer.message.max.bytes=10000000"])
+    cluster.start()
+    try:
+        cluster.wait_running(90)
+        _wait_count(cluster, "omega", 1)
+        _wait_count(cluster, "alpha", 2)
+        assert cluster.running(), cluster.logs()
+    finally:
+        cluster.stop()
+    log = _full_log(cluster)
+    assert "MSG_SIZE_TOO_LARGE" in log, log
+    assert "refused the record after it was sent" in log, log
