@@ -57,3 +57,7 @@ class ProductionException(StreamsException):
 
 class ProcessingException(StreamsException):
     """A processor or punctuator raised and the processing exception handler said FAIL."""
+
+
+class BrokerUnreachableException(StreamsException):
+    """No Kafka broker answered at ``bootstrap.servers``."""
