@@ -201,9 +201,9 @@ class StreamTask:
         errors = self.errors
         name = node.name
 
-        def failed(exc: Exception, kb: bytes | None, vb: bytes | None, partition: int) -> None:
+        def failed(exc: Exception, kb: bytes | None, vb: bytes | None) -> None:
             ctx = errors.context(task_id, rc, name)
-            errors.production_error(ctx, ProducedRecord(topic, partition, kb, vb, rc.timestamp), exc)
+            errors.production_error(ctx, ProducedRecord(topic, -1, kb, vb, rc.timestamp), exc)
 
         def sink(key: Any, value: Any) -> None:
             forwarded = rc.headers
@@ -216,12 +216,12 @@ class StreamTask:
                 kb = None if key is None else ks(key)
                 vb = None if value is None else vs(value)
             except Exception as e:
-                failed(e, None, None, -1)
+                failed(e, None, None)
                 return
             try:
                 send(topic, kb, vb, rc.timestamp, -1, headers or None)
             except ProductionException as e:
-                failed(e, kb, vb, -1)
+                failed(e, kb, vb)
         return sink
 
     # -- processing --------------------------------------------------------------------------
