@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
+from instance.runtime.global_state import GlobalStateManager
 from instance.runtime.handlers import ErrorHandling
 from instance.runtime.task import StreamTask
 from instance.runtime.timestamps import timestamp_extractor
@@ -102,10 +103,14 @@ class TopologyTestDriver:
         self._max_record_bytes = int(cfg.client_overrides("producer.").get("message.max.bytes", 1_000_000))
         extractor = timestamp_extractor(cfg.default_timestamp_extractor)
         cache_entries = cfg.statestore_cache_max_bytes // 100
+        # global stores: in memory, one partition per topic, fed by pipe_input on their topics
+        self.global_state = GlobalStateManager(topology, {g.topic: 1 for g in topology.global_stores.values()},
+                                               None, app)
+        self._global_topics = {g.topic for g in topology.global_stores.values()}
         for st in topology.subtopologies():
             task = StreamTask(TaskId(st.id, 0), topology, st, app, self._resolve, self._send,
                               self._changelog_sender, None, cache_entries, True, self.errors,
-                              clock=self._clock, extractor=extractor)
+                              self.global_state.stores, clock=self._clock, extractor=extractor)
             self.tasks.append(task)
             for topic in task.sources:
                 self._by_topic[topic] = task
@@ -136,6 +141,11 @@ class TopologyTestDriver:
 
     def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None,
                  timestamp: int | None = None, headers: Sequence[tuple[str, bytes | None]] = ()) -> None:
+        if topic in self._global_topics:
+            off = self._offsets.get(topic, 0)
+            self._offsets[topic] = off + 1
+            self.global_state.restore((topic, 0), [] if key is None else [(key, value)], off + 1)
+            return
         task = self._by_topic.get(topic)
         if task is None:
             raise StreamsException(f"unknown topic {topic!r}: the topology reads {sorted(self._by_topic)}")
@@ -175,6 +185,8 @@ class TopologyTestDriver:
         for t in self.tasks:
             if name in t.stores:
                 return t.stores[name]
+        if name in self.global_state.stores:
+            return self.global_state.stores[name]
         raise StreamsException(f"no store {name!r} in the topology")
 
     def advance_wall_clock_time(self, ms: int) -> None:
@@ -194,6 +206,7 @@ class TopologyTestDriver:
     def close(self) -> None:
         for t in self.tasks:
             t.close()
+        self.global_state.close(checkpoint=False)
 
     def __enter__(self) -> TopologyTestDriver:
         return self

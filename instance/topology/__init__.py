@@ -1,7 +1,9 @@
 """Topology: the DSL (StreamsBuilder) and the Processor API it builds on."""
 
 from instance.runtime.punctuation import Cancellable, PunctuationType
-from instance.topology.builder import KGroupedStream, KStream, KTable, Materialized, StreamsBuilder
+from instance.topology.builder import KGroupedStream, KStream, Materialized, StreamsBuilder
+from instance.topology.global_table import GlobalKTable
+from instance.topology.ktable import KGroupedTable, KTable
 from instance.topology.processor import (
     BaseProcessor,
     ContextualProcessor,
@@ -10,8 +12,9 @@ from instance.topology.processor import (
     Record,
     RecordMetadata,
 )
+from instance.topology.table_joins import Joined
 from instance.topology.topology import Topology
 
-__all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "Materialized", "Topology",
-           "Processor", "ContextualProcessor", "BaseProcessor", "ProcessorContext", "Record",
-           "RecordMetadata", "PunctuationType", "Cancellable"]
+__all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "GlobalKTable", "Joined",
+           "Materialized", "Topology", "Processor", "ContextualProcessor", "BaseProcessor", "ProcessorContext",
+           "Record", "RecordMetadata", "PunctuationType", "Cancellable"]

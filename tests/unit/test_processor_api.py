@@ -336,3 +336,37 @@ def test_seeds_cogrouping_processor_with_two_parents_emits_per_punctuation() -> 
         assert out.read_records_to_list() == [("INIT", [["click"], []], 30_000)]
         d.advance_wall_clock_time(15_000)  # nothing new: nothing emitted
         assert out.is_empty()
+
+
+class _GlobalUpper(ContextualProcessor):
+    """A Record-API processor maintaining a global store (``Topology.add_global_store``)."""
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.store = context.get_state_store("upper")
+
+    def process(self, record: Record) -> None:
+        self.store.put(record.key, None if record.value is None else record.value.upper())
+
+
+class _Lookup(ContextualProcessor):
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.store = context.get_state_store("upper")
+
+    def process(self, record: Record) -> None:
+        self.context().forward(record.with_value(self.store.query_get(record.value)))
+
+
+def test_record_processors_maintain_and_read_a_global_store() -> None:
+    t = Topology()
+    t.add_global_store(StoreSpec("upper", S, S), "global-source", "names", "global-proc", _GlobalUpper)
+    t.add_source("src", "in", key_serde=S, value_serde=S)
+    t.add_processor("lookup", _Lookup, "src")
+    t.connect_processor_and_state_stores("upper", "lookup")
+    t.add_sink("sink", "out", "lookup", key_serde=S, value_serde=S)
+    with TopologyTestDriver(t) as d:
+        d.create_input_topic("names", S, S).pipe_key_value_list([("a", "alice"), ("b", "bob")])
+        d.create_input_topic("in", S, S).pipe_key_value_list([("1", "a"), ("2", "b"), ("3", "c")])
+        assert d.create_output_topic("out", S, S).read_key_values_to_list() == [
+            ("1", "ALICE"), ("2", "BOB"), ("3", None)]
