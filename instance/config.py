@@ -57,8 +57,18 @@ class StreamsConfig:
     state_cleanup_delay_ms: int = field(default=600_000, metadata={"name": "state.cleanup.delay.ms"})
     max_poll_interval_ms: int = field(default=300_000, metadata={"name": "max.poll.interval.ms"})
     heartbeat_interval_ms: int = field(default=1000, metadata={"name": "iqmesh.heartbeat.interval.ms"})
+    #: exception handlers and timestamp extractor: short names, Kafka Streams' class names, or
+    #: ``module:attribute`` (instance/runtime/handlers.py, timestamps.py)
     default_deserialization_exception_handler: str = field(
-        default="fail", metadata={"name": "default.deserialization.exception.handler"})
+        default="log-and-fail", metadata={"name": "default.deserialization.exception.handler"})
+    default_production_exception_handler: str = field(
+        default="fail", metadata={"name": "default.production.exception.handler"})
+    processing_exception_handler: str = field(
+        default="log-and-fail", metadata={"name": "processing.exception.handler"})
+    errors_dead_letter_queue_topic_name: str = field(
+        default="", metadata={"name": "errors.dead.letter.queue.topic.name"})
+    default_timestamp_extractor: str = field(
+        default="fail-on-invalid-timestamp", metadata={"name": "default.timestamp.extractor"})
     auto_offset_reset: str = field(default="earliest", metadata={"name": "auto.offset.reset"})
     in_memory_stores: bool = field(default=False, metadata={"name": "iqmesh.in.memory.stores"})
     #: announce membership changes so peers commit first, remove dead members, fence zombie
@@ -81,8 +91,7 @@ class StreamsConfig:
             problems.append("num.stream.threads must be >= 1")
         if self.num_standby_replicas < 0:
             problems.append("num.standby.replicas must be >= 0")
-        if self.default_deserialization_exception_handler not in ("fail", "log-and-continue"):
-            problems.append("default.deserialization.exception.handler must be fail or log-and-continue")
+        problems.extend(_handler_problems(self))
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
         for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",
@@ -148,6 +157,22 @@ class StreamsConfig:
     def client_overrides(self, prefix: str) -> dict[str, str]:
         """Settings given as ``consumer.x``/``producer.x``, with the prefix removed."""
         return {k[len(prefix):]: v for k, v in self.extra.items() if k.startswith(prefix)}
+
+
+def _handler_problems(config: StreamsConfig) -> list[str]:
+    """Load every handler and the extractor now, so a bad name fails at start-up."""
+    from instance.runtime.handlers import ErrorHandling
+    from instance.runtime.timestamps import timestamp_extractor
+    problems = []
+    try:
+        ErrorHandling(config.to_properties())
+    except ConfigException as e:
+        problems.append(str(e))
+    try:
+        timestamp_extractor(config.default_timestamp_extractor)
+    except ValueError as e:
+        problems.append(str(e))
+    return problems
 
 
 def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:
