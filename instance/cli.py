@@ -16,7 +16,8 @@ from instance.errors import StreamsException
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
-                   help="any setting by its Kafka Streams name, e.g. num.standby.replicas=1 (repeatable)")
+                   help="any setting by its Kafka Streams name, e.g. num.standby.replicas=1 (repeatable); "
+                   "client commands and the gateway read only iqmesh.tls.* and iqmesh.auth.token")
     p.add_argument("--config-file", help="a .properties file of settings (flags and --config win)")
 
 
@@ -86,19 +87,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client_security(args: argparse.Namespace) -> Any:
+    """TLS CA and bearer token of a client command, from --config / --config-file."""
+    from router.security import Security
+
+    try:
+        return Security.from_properties(build_properties(args, {}))
+    except ValueError as e:
+        raise StreamsException(str(e)) from e
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     import grpc
 
     from router.client import QueryClient
 
-    with QueryClient(args.target, timeout=args.timeout) as client:
+    with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
         try:
             r = client.get(args.store, args.key, allow_stale=args.allow_stale, max_lag=args.max_lag,
                            position=args.position or "")
         except grpc.RpcError as e:
             print(json.dumps({"error": e.code().name, "message": e.details()}), flush=True)
             return 2
-    print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.value,
+    print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.json_value,
                       "metadata": r.metadata}), flush=True)
     return 0
 
@@ -113,7 +124,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     opts = {"page_size": args.page_size, "limit": args.limit, "allow_stale": args.allow_stale,
             "max_lag": args.max_lag, "position": args.position or "", "require_complete": args.require_complete,
             "with_json": True}
-    with QueryClient(args.target, timeout=args.timeout) as client:
+    with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
         if args.command == "range":
             scan = client.range(args.store, args.from_key, args.to_key, **opts)
         elif args.command == "prefix":
@@ -137,7 +148,7 @@ def cmd_metadata(args: argparse.Namespace) -> int:
 
     from router.client import QueryClient
 
-    with QueryClient(args.target, timeout=args.timeout) as client:
+    with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
         reply = client.metadata()
     print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True), indent=2), flush=True)
     return 0
@@ -147,8 +158,10 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from router.gateway import GatewayConfig, run_gateway
 
     seeds = tuple(s.strip() for s in (args.seeds or "").split(",") if s.strip())
+    security = _client_security(args)
     try:
-        config = GatewayConfig(seeds, args.bootstrap or "", args.application_id or "", args.timeout)
+        config = GatewayConfig(seeds, args.bootstrap or "", args.application_id or "", args.timeout,
+                               security=security)
     except ValueError as e:
         raise StreamsException(str(e)) from e
     run_gateway(config, args.host, args.port)
@@ -217,6 +230,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-lag", type=int, default=-1)
     p.add_argument("--position", help="consistency token from an earlier reply")
     p.add_argument("--timeout", type=float, default=10.0)
+    _add_config_args(p)
     p.set_defaults(func=cmd_get)
 
     for name, what in (("range", "entries from --from to --to (inclusive, by serialized key)"),
@@ -237,11 +251,13 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--require-complete", action="store_true",
                        help="fail rather than leave out partitions that cannot answer")
         p.add_argument("--timeout", type=float, default=10.0, help="seconds per page")
+        _add_config_args(p)
         p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("metadata", help="print the routing table as JSON")
     p.add_argument("--target", required=True)
     p.add_argument("--timeout", type=float, default=10.0)
+    _add_config_args(p)
     p.set_defaults(func=cmd_metadata)
 
     p = sub.add_parser("gateway", help="REST gateway and dashboard over the instances of an application")
@@ -251,6 +267,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call to an instance")
+    _add_config_args(p)
     p.set_defaults(func=cmd_gateway)
 
     from analytics.snapshot.options import add_arguments as snapshot_arguments  # stdlib only: no pyspark here
