@@ -30,14 +30,15 @@ from router.client_core import (
     unavailable,
 )
 from router.forward import refusal
-from router.query_router import QueryRouter
+from router.query_router import Candidate, QueryRouter
 from router.routing_table import RoutingTable
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.scan_pages import AsyncScan
 from router.scan_wire import ScanRequest, method_of
 from router.security import NO_SECURITY, Security
-from router.unavailable import UnavailableError
+from router.task_id import TaskId
+from router.unavailable import UnavailableError, UnavailableReason
 
 T = TypeVar("T")
 
@@ -76,8 +77,8 @@ class AsyncQueryClient:
                     reply, _ = await self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
                 else:
                     router = QueryRouter(table.view, None)
-                    candidates, reasons = router.plan(store, task, options)
-                    reply = await self._ask_candidates(store, task, request, candidates, reasons, deadline,
+                    candidates, skipped = router.plan(store, task, options)
+                    reply = await self._ask_candidates(store, task, request, candidates, skipped, deadline,
                                                        allow_stale)
                 return result_of(reply, table, store)
             except UnavailableError as e:
@@ -92,14 +93,15 @@ class AsyncQueryClient:
                 self._stale = True
             await asyncio.sleep(pause)
 
-    async def _ask_candidates(self, store: str, task: Any, request: pb.GetRequest, candidates: list[Any],
-                              reasons: list[Any], deadline: Deadline, allow_stale: bool) -> pb.GetReply:
+    async def _ask_candidates(self, store: str, task: TaskId, request: pb.GetRequest, candidates: list[Candidate],
+                              skipped: list[UnavailableReason], deadline: Deadline,
+                              allow_stale: bool) -> pb.GetReply:
         """QueryRouter.route's loop, awaited: the first candidate that answers."""
         direct = pb.GetRequest()
         direct.CopyFrom(request)
         direct.forwarded = True  # answer or refuse; never passed on
         tried: list[str] = []
-        refused = []
+        refused: list[UnavailableReason] = []
         for c in candidates:
             tried.append(c.instance_id)
             try:
@@ -111,7 +113,7 @@ class AsyncQueryClient:
                 if r is None:
                     raise
                 refused.append(r.reason)
-        raise QueryRouter.exhausted(store, task, refused + reasons, tried)
+        raise QueryRouter.exhausted(store, task, refused + skipped, tried)
 
     # -- scans ---------------------------------------------------------------------------------
     def multi_get(self, store: str, keys: Iterable[KeyArg], **opts: Any) -> AsyncScan:

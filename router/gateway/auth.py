@@ -9,6 +9,7 @@ page's own requests carry.
 from __future__ import annotations
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from router.gateway.errors import ApiError, Handler, error_response
 from router.security import Security, bearer
@@ -24,7 +25,7 @@ def _refuse(message: str) -> web.Response:
     return response
 
 
-def auth_middleware(security: Security) -> web.middleware:  # type: ignore[valid-type]
+def auth_middleware(security: Security) -> Middleware:
     @web.middleware
     async def check_token(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not security.token or request.path in OPEN_PATHS:

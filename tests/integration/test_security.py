@@ -9,6 +9,7 @@ answers 401 in its error style without the token.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import ssl
@@ -25,6 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devtools.broker import free_port
 from devtools.cluster import produce, sample_lines
+from router.async_client import AsyncQueryClient
 from router.client import QueryClient
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
@@ -89,6 +91,12 @@ def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, 
             assert not any(r.metadata["forwarded"] for r in answers.values())
             elsewhere = next(w for w, r in answers.items()
                              if r.metadata["served_by"] == cluster.instances[1].instance_id)
+
+        async def aget() -> Any:
+            async with AsyncQueryClient(seed, security=good) as aq:
+                return await aq.get(STORE, elsewhere)
+        r = asyncio.run(aget())
+        assert r.value == truth[elsewhere] and not r.metadata["forwarded"]
 
         # the forwarding hop between instances: over TLS, with the token
         channel = grpc.secure_channel(seed, good.channel_credentials())
