@@ -30,14 +30,27 @@ class StoreRoute:
 
 
 class FrozenView(ClusterView):
-    """A ClusterView whose liveness is the ``alive`` flags of one Metadata reply."""
+    """A ClusterView whose liveness is the ``alive`` flags of one Metadata reply. It does not
+    change once built, so each task's owner and standbys are computed once (every Get asks)."""
 
     def __init__(self, alive: set[str]) -> None:
         super().__init__()
         self._alive = alive
+        self._owners: dict[str, InstanceInfo | None] = {}
+        self._standbys: dict[str, list[InstanceInfo]] = {}
 
     def is_alive(self, info: InstanceInfo, now_ms: int | None = None) -> bool:
         return info.instance_id in self._alive and info.state in ("RUNNING", "REBALANCING")
+
+    def owner(self, task_id: str) -> InstanceInfo | None:
+        if task_id not in self._owners:
+            self._owners[task_id] = super().owner(task_id)
+        return self._owners[task_id]
+
+    def standbys(self, task_id: str) -> list[InstanceInfo]:
+        if task_id not in self._standbys:
+            self._standbys[task_id] = super().standbys(task_id)
+        return list(self._standbys[task_id])
 
 
 class RoutingTable:
