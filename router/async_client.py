@@ -20,6 +20,7 @@ from router.client_core import (
     KeyArg,
     QueryResult,
     get_request,
+    is_retryable,
     is_unreachable,
     key_message,
     needs_refresh,
@@ -87,7 +88,7 @@ class AsyncQueryClient:
                 if pause is None:
                     raise unavailable(e) from None
             except grpc.RpcError as e:
-                pause = backoff.pause(deadline) if is_unreachable(e) else None
+                pause = backoff.pause(deadline) if is_retryable(e) else None
                 if pause is None:
                     raise
                 self._stale = True

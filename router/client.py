@@ -22,6 +22,7 @@ from router.client_core import (
     KeyArg,
     QueryResult,
     get_request,
+    is_retryable,
     is_unreachable,
     key_message,
     metadata_to_dict,
@@ -95,7 +96,7 @@ class QueryClient:
                 if pause is None:
                     raise unavailable(e) from None
             except grpc.RpcError as e:
-                pause = backoff.pause(deadline) if is_unreachable(e) else None
+                pause = backoff.pause(deadline) if is_retryable(e) else None
                 if pause is None:
                     raise
                 self._stale = True

@@ -145,6 +145,14 @@ def is_unreachable(e: grpc.RpcError) -> bool:
     return code is grpc.StatusCode.UNAVAILABLE and (e.details() or "").split(":", 1)[0] not in _REASON_NAMES
 
 
+def is_retryable(e: grpc.RpcError) -> bool:
+    """An instance could not be reached, or refused for a reason time or a fresher table cures."""
+    if is_unreachable(e):
+        return True
+    head = (e.details() or "").split(":", 1)[0]
+    return e.code() is grpc.StatusCode.UNAVAILABLE and head in {r.name for r in RETRY_REASONS}
+
+
 @dataclass(frozen=True)
 class Deadline:
     """The caller's deadline (monotonic seconds), shared by every attempt of one call."""

@@ -53,11 +53,11 @@ class Security:
         out: list[str] = []
         if bool(self.cert_file) != bool(self.key_file):
             out.append(f"{TLS_CERT_FILE} and {TLS_KEY_FILE} go together: set both (PEM files) or neither")
-        for name, path, marker in ((TLS_CERT_FILE, self.cert_file, "CERTIFICATE"),
-                                   (TLS_KEY_FILE, self.key_file, "PRIVATE KEY"),
-                                   (TLS_CA_FILE, self.ca_file, "CERTIFICATE")):
+        for name, path, what, marker in ((TLS_CERT_FILE, self.cert_file, "certificate", "-----BEGIN CERTIFICATE-----"),
+                                         (TLS_KEY_FILE, self.key_file, "private key", "PRIVATE KEY-----"),
+                                         (TLS_CA_FILE, self.ca_file, "certificate", "-----BEGIN CERTIFICATE-----")):
             if path:
-                out += _check_pem(name, path, marker)
+                out += _check_pem(name, path, what, marker)
         if self.token and (self.token != self.token.strip() or any(c.isspace() or ord(c) < 33 for c in self.token)):
             out.append(f"{AUTH_TOKEN} must be printable characters without spaces")
         return out
@@ -137,14 +137,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _check_pem(name: str, path: str, marker: str) -> list[str]:
-    p = Path(path)
+def _check_pem(name: str, path: str, what: str, marker: str) -> list[str]:
     try:
-        text = p.read_text(errors="replace")
+        text = Path(path).read_text(errors="replace")
     except OSError as e:
         return [f"{name}: cannot read {path!r} ({e.strerror or e})"]
-    if f"-----BEGIN {marker}" not in text and not (marker == "PRIVATE KEY" and "PRIVATE KEY-----" in text):
-        return [f"{name}: {path!r} is not a PEM file holding a {marker.lower()} (-----BEGIN {marker}-----)"]
+    if marker not in text:
+        return [f"{name}: {path!r} is not a PEM file holding a {what} (no {marker!r} line)"]
     return []
 
 
