@@ -97,6 +97,11 @@ def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, 
                 return await aq.get(STORE, elsewhere)
         r = asyncio.run(aget())
         assert r.value == truth[elsewhere] and not r.metadata["forwarded"]
+        out = subprocess.run([sys.executable, "-m", "instance.cli", "get", "--target", seed, "--store", STORE,
+                              "--key", elsewhere, "--config", f"iqmesh.tls.ca.file={cert}",
+                              "--config", f"iqmesh.auth.token={TOKEN}"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and json.loads(out.stdout)["value"] == truth[elsewhere], out
 
         # the forwarding hop between instances: over TLS, with the token
         channel = grpc.secure_channel(seed, good.channel_credentials())
