@@ -5,7 +5,7 @@ Use one instance per event loop."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -19,13 +19,13 @@ from router.client_core import (
     Entries,
     KeyArg,
     QueryResult,
+    ScanMethods,
     get_request,
     is_retryable,
     is_unreachable,
-    key_message,
     needs_refresh,
     parse_seeds,
-    query_options,
+    prepare_scan,
     result_of,
     routing_options,
     unavailable,
@@ -44,7 +44,7 @@ from router.unavailable import UnavailableError, UnavailableReason
 T = TypeVar("T")
 
 
-class AsyncQueryClient:
+class AsyncQueryClient(ScanMethods[AsyncScan]):
     """``async with AsyncQueryClient("127.0.0.1:50051") as c: await c.get("counts", "kafka")``."""
 
     def __init__(self, target: str | Sequence[str], timeout: float = 10.0, *, security: Security = NO_SECURITY,
@@ -116,32 +116,9 @@ class AsyncQueryClient:
                 refused.append(r.reason)
         raise QueryRouter.exhausted(store, task, refused + skipped, tried)
 
-    # -- scans ---------------------------------------------------------------------------------
-    def multi_get(self, store: str, keys: Iterable[KeyArg], **opts: Any) -> AsyncScan:
-        return self._scan(pb.MultiGetRequest(store=store, keys=[key_message(k) for k in keys]), **opts)
-
-    def range(self, store: str, from_key: KeyArg | None = None, to_key: KeyArg | None = None,
-              **opts: Any) -> AsyncScan:
-        req = pb.RangeRequest(store=store)
-        if from_key is not None:
-            req.from_key.CopyFrom(key_message(from_key))
-        if to_key is not None:
-            req.to_key.CopyFrom(key_message(to_key))
-        return self._scan(req, **opts)
-
-    def prefix_scan(self, store: str, prefix: KeyArg, **opts: Any) -> AsyncScan:
-        return self._scan(pb.PrefixScanRequest(store=store, prefix=key_message(prefix)), **opts)
-
-    def all(self, store: str, **opts: Any) -> AsyncScan:
-        return self._scan(pb.AllRequest(store=store), **opts)
-
-    def _scan(self, request: ScanRequest, *, page_size: int = 0, limit: int | None = None,
-              allow_stale: bool = False, max_lag: int | None = None, position: str = "",
-              require_complete: bool = False, with_json: bool = False, page_token: str = "") -> AsyncScan:
-        """As :meth:`router.client.QueryClient._scan`."""
-        request.options.CopyFrom(query_options(allow_stale, max_lag, position))
-        request.scan.require_complete = require_complete
-        request.scan.with_json = with_json
+    # -- scans (ScanMethods): iterated with ``async for`` ---------------------------------------
+    def _scan(self, request: ScanRequest, opts: dict[str, Any]) -> AsyncScan:
+        page_size, limit, page_token = prepare_scan(request, **opts)
         name = method_of(request)
 
         async def read(stub: pb_grpc.InteractiveQueryStub, t: float, r: ScanRequest) -> list[pb.ScanReply]:

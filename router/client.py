@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -21,15 +21,15 @@ from router.client_core import (
     Entries,
     KeyArg,
     QueryResult,
+    ScanMethods,
     get_request,
     is_retryable,
     is_unreachable,
-    key_message,
     metadata_to_dict,
     needs_refresh,
     never_local,
     parse_seeds,
-    query_options,
+    prepare_scan,
     result_of,
     routing_options,
     unavailable,
@@ -47,7 +47,7 @@ from router.unavailable import UnavailableError
 T = TypeVar("T")
 
 
-class QueryClient:
+class QueryClient(ScanMethods[Scan]):
     """``QueryClient("127.0.0.1:50051").get("counts", "kafka")``. ``target``: one or more seed
     instances (``"h1:p1,h2:p2"`` or a list); ``timeout``: the default deadline of a call, retries
     included; ``security``: TLS and the bearer token (router.security). Thread-safe."""
@@ -102,40 +102,9 @@ class QueryClient:
                 self._stale = True
             time.sleep(pause)
 
-    # -- scans: iterators over every partition of a store, paging transparently ----------------
-    def multi_get(self, store: str, keys: Iterable[KeyArg], **opts: Any) -> Scan:
-        """The values of ``keys`` (each once, in key-byte order; a missing key has found=False)."""
-        return self._scan(pb.MultiGetRequest(store=store, keys=[key_message(k) for k in keys]), **opts)
-
-    def range(self, store: str, from_key: KeyArg | None = None, to_key: KeyArg | None = None,
-              **opts: Any) -> Scan:
-        """Entries with ``from_key <= key <= to_key`` by serialized key (None: unbounded)."""
-        req = pb.RangeRequest(store=store)
-        if from_key is not None:
-            req.from_key.CopyFrom(key_message(from_key))
-        if to_key is not None:
-            req.to_key.CopyFrom(key_message(to_key))
-        return self._scan(req, **opts)
-
-    def prefix_scan(self, store: str, prefix: KeyArg, **opts: Any) -> Scan:
-        """Entries whose serialized key starts with the serialized ``prefix``."""
-        return self._scan(pb.PrefixScanRequest(store=store, prefix=key_message(prefix)), **opts)
-
-    def all(self, store: str, **opts: Any) -> Scan:
-        """Every entry of ``store``."""
-        return self._scan(pb.AllRequest(store=store), **opts)
-
-    def _scan(self, request: ScanRequest, *, page_size: int = 0, limit: int | None = None,
-              allow_stale: bool = False, max_lag: int | None = None, position: str = "",
-              require_complete: bool = False, with_json: bool = False, page_token: str = "") -> Scan:
-        """``page_size``: entries per call (0: the server's default); ``limit``: entries in all;
-        ``page_token``: resume an earlier run of the same query (its ``Scan.next_page_token``);
-        the read options as :meth:`get`; ``require_complete``: fail (UNAVAILABLE) rather than
-        leave out partitions that cannot answer; ``with_json``: also the server's JSON text.
-        Each page is one call (within ``timeout``) to an entry instance, which scatters it."""
-        request.options.CopyFrom(query_options(allow_stale, max_lag, position))
-        request.scan.require_complete = require_complete
-        request.scan.with_json = with_json
+    # -- scans (ScanMethods): iterators over every partition of a store, paging transparently --
+    def _scan(self, request: ScanRequest, opts: dict[str, Any]) -> Scan:
+        page_size, limit, page_token = prepare_scan(request, **opts)
         name = method_of(request)
 
         def page(r: ScanRequest) -> list[pb.ScanReply]:

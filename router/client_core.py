@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 
@@ -25,6 +25,7 @@ from router.forward import FORWARD_TIMEOUT_S
 from router.options import QueryOptions
 from router.routing_table import RoutingTable, decode_value
 from router.rpc import iqmesh_pb2 as pb
+from router.scan_wire import ScanRequest
 from router.unavailable import UnavailableError, UnavailableReason
 
 #: a key as the client takes it: text parsed with the store's key serde, the serialized bytes, or
@@ -104,6 +105,54 @@ def routing_options(request: pb.GetRequest) -> QueryOptions | None:
                                   o.position)
     except ValueError:
         return None
+
+
+def prepare_scan(request: ScanRequest, *, page_size: int = 0, limit: int | None = None, allow_stale: bool = False,
+                 max_lag: int | None = None, position: str = "", require_complete: bool = False,
+                 with_json: bool = False, page_token: str = "") -> tuple[int, int | None, str]:
+    """Put a scan's options on ``request``; (page_size, limit, page_token) for its pages.
+
+    ``page_size``: entries per call (0: the server's default); ``limit``: entries in all;
+    ``page_token``: resume an earlier run of the same query (its ``Scan.next_page_token``); the
+    read options as for a Get; ``require_complete``: fail (UNAVAILABLE) rather than leave out
+    partitions that cannot answer; ``with_json``: also the server's JSON text."""
+    request.options.CopyFrom(query_options(allow_stale, max_lag, position))
+    request.scan.require_complete = require_complete
+    request.scan.with_json = with_json
+    return page_size, limit, page_token
+
+
+S = TypeVar("S")
+
+
+class ScanMethods(Generic[S]):
+    """The scan methods both clients share: each builds its request, ``_scan`` runs it (each page
+    one call to an entry instance, which scatters it over every partition's owner). The options
+    are :func:`prepare_scan`'s."""
+
+    def multi_get(self, store: str, keys: Iterable[KeyArg], **opts: Any) -> S:
+        """The values of ``keys`` (each once, in key-byte order; a missing key has found=False)."""
+        return self._scan(pb.MultiGetRequest(store=store, keys=[key_message(k) for k in keys]), opts)
+
+    def range(self, store: str, from_key: KeyArg | None = None, to_key: KeyArg | None = None, **opts: Any) -> S:
+        """Entries with ``from_key <= key <= to_key`` by serialized key (None: unbounded)."""
+        req = pb.RangeRequest(store=store)
+        if from_key is not None:
+            req.from_key.CopyFrom(key_message(from_key))
+        if to_key is not None:
+            req.to_key.CopyFrom(key_message(to_key))
+        return self._scan(req, opts)
+
+    def prefix_scan(self, store: str, prefix: KeyArg, **opts: Any) -> S:
+        """Entries whose serialized key starts with the serialized ``prefix``."""
+        return self._scan(pb.PrefixScanRequest(store=store, prefix=key_message(prefix)), opts)
+
+    def all(self, store: str, **opts: Any) -> S:
+        """Every entry of ``store``."""
+        return self._scan(pb.AllRequest(store=store), opts)
+
+    def _scan(self, request: ScanRequest, opts: dict[str, Any]) -> S:
+        raise NotImplementedError
 
 
 def parse_seeds(target: str | Sequence[str]) -> tuple[str, ...]:
