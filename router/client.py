@@ -32,6 +32,7 @@ from router.client_core import (
     prepare_scan,
     result_of,
     routing_options,
+    routing_table_to_dict,
     unavailable,
 )
 from router.forward import ask_get
@@ -173,4 +174,5 @@ class QueryClient(ScanMethods[Scan]):
         self.close()
 
 
-__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "metadata_to_dict"]
+__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "metadata_to_dict",
+           "routing_table_to_dict"]

@@ -67,6 +67,23 @@ def metadata_to_dict(md: pb.ReadMetadata) -> dict[str, Any]:
     }
 
 
+def routing_table_to_dict(reply: pb.MetadataReply) -> dict[str, Any]:
+    """The routing table as plain JSON: snake_case keys, numbers as numbers (protobuf's JSON mapping
+    gives camelCase and int64 as strings), lists sorted."""
+    return {
+        "asked": reply.asked,
+        "store_partitions": dict(sorted(reply.store_partitions.items())),
+        "instances": [{
+            "instance_id": i.instance_id, "endpoint": i.endpoint, "state": i.state, "alive": i.alive,
+            "heartbeat_age_ms": i.heartbeat_age_ms, "active_tasks": sorted(i.active_tasks),
+            "standby_tasks": sorted(i.standby_tasks), "restoring_tasks": sorted(i.restoring_tasks),
+            "stores": [{"store": s.store, "partition": s.partition, "role": s.role, "position": s.position,
+                        "end_offset": s.end_offset, "lag": s.lag}
+                       for s in sorted(i.stores, key=lambda s: (s.store, s.partition, s.role))],
+        } for i in reply.instances],
+    }
+
+
 def result_of(reply: pb.GetReply, table: RoutingTable | None, store: str) -> QueryResult:
     serde = table.value_serde(store) if table is not None else None
     return QueryResult(reply.found, decode_value(reply, serde), metadata_to_dict(reply.metadata),
@@ -164,9 +181,10 @@ def parse_seeds(target: str | Sequence[str]) -> tuple[str, ...]:
     return seeds
 
 
-class ClientError(grpc.RpcError):
+class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
     """A status the client decided itself (no instance answered with one), shaped like the
-    servers' errors: UNAVAILABLE details start with the reason, then ``tried=`` instance ids."""
+    servers' errors (UNAVAILABLE details start with the reason, then ``tried=`` instance ids) and,
+    like grpcio's own errors, a finished ``grpc.Call``."""
 
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
         super().__init__(f"{code.name}: {details}")
@@ -178,6 +196,24 @@ class ClientError(grpc.RpcError):
 
     def details(self) -> str:
         return self._details
+
+    def initial_metadata(self) -> tuple[()]:
+        return ()
+
+    def trailing_metadata(self) -> tuple[()]:
+        return ()
+
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def cancel(self) -> bool:
+        return False
+
+    def add_callback(self, callback: Any) -> bool:
+        return False
 
 
 def unavailable(e: UnavailableError) -> ClientError:

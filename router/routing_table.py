@@ -16,6 +16,7 @@ from typing import Any
 from instance.serde import Serde, serde_by_name
 from router.metadata import ClusterView, InstanceInfo, StorePartitionInfo
 from router.partitioner import default_partition
+from router.query_keys import MAX_QUERY_KEY_BYTES
 from router.rpc import iqmesh_pb2 as pb
 from router.task_id import TaskId
 
@@ -83,11 +84,13 @@ class RoutingTable:
     def task_of(self, store: str, key: Any) -> TaskId | None:
         """The task holding ``key`` (text parsed with the store's key serde, bytes as serialized,
         anything else as its JSON text); None when the table cannot tell (unknown store, a
-        custom serde the client does not know, a key the serde refuses): the caller then lets an
-        instance route, which answers with the precise error."""
+        custom serde the client does not know, a key the serde refuses or one too long to
+        query): the caller then lets an instance route, which answers with the precise error."""
         route = self.stores.get(store)
         if route is None or route.partitions <= 0:
             return None
+        if isinstance(key, str | bytes) and len(key) > MAX_QUERY_KEY_BYTES:
+            return None  # refused by the instance, not hashed here
         serde = self._key_serde(route)
         if serde is None:
             return None

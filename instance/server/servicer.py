@@ -24,6 +24,7 @@ from router.channels import ChannelPool
 from router.forward import forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.options import QueryOptions
+from router.query_keys import check_query_key
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
@@ -86,6 +87,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         if not request.store:
             raise ValueError("store must be given")
         store = request.store
+        check_query_key(request.raw_key or request.key)
         if request.raw_key:
             spec = streams.topology.stores.get(store)
             key = spec.key_serde.deserialize(request.raw_key) if spec else request.raw_key
