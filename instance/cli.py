@@ -120,9 +120,18 @@ def _client_security(args: argparse.Namespace) -> Any:
 def cmd_get(args: argparse.Namespace) -> int:
     from router.client import QueryClient
 
+    opts = {"allow_stale": args.allow_stale, "max_lag": args.max_lag, "position": args.position or ""}
+    windowed = args.window_from is not None or args.window_to is not None
     with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
-        r = client.get(args.store, args.key, allow_stale=args.allow_stale, max_lag=args.max_lag,
-                       position=args.position or "")
+        if windowed or args.sessions:
+            w = (client.session_fetch(args.store, args.key, **opts) if args.sessions else
+                 client.window_fetch(args.store, args.key, args.window_from or 0,
+                                     2**63 - 1 if args.window_to is None else args.window_to, **opts))
+            print(json.dumps({"store": args.store, "key": args.key, "metadata": w.metadata,
+                              "windows": [{"start": s, "end": e, "value": v} for s, e, v in w.windows]}),
+                  flush=True)
+            return 0
+        r = client.get(args.store, args.key, **opts)
     print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.json_value,
                       "metadata": r.metadata}), flush=True)
     return 0
@@ -251,6 +260,9 @@ def parser() -> argparse.ArgumentParser:
     p = command("get", "query one key through any instance; one JSON object")
     _query_args(p, "seconds to wait for the answer")
     p.add_argument("--key", required=True, help="the key as text, parsed with the store's key serde")
+    p.add_argument("--window-from", type=int, help="window store: the windows starting at or after (ms)")
+    p.add_argument("--window-to", type=int, help="window store: the windows starting at or before (ms)")
+    p.add_argument("--sessions", action="store_true", help="session store: the key's sessions")
     p.set_defaults(func=cmd_get)
 
     for name, what in (("range", "entries from --from to --to (inclusive, by serialized key)"),

@@ -20,6 +20,7 @@ from router.client_core import (
     KeyArg,
     QueryResult,
     ScanMethods,
+    WindowsResult,
     get_request,
     is_retryable,
     is_unreachable,
@@ -28,7 +29,10 @@ from router.client_core import (
     prepare_scan,
     result_of,
     routing_options,
+    session_request,
     unavailable,
+    window_request,
+    windows_of,
 )
 from router.forward import refusal
 from router.query_router import Candidate, QueryRouter
@@ -116,6 +120,19 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
                 refused.append(r.reason)
         raise QueryRouter.exhausted(store, task, refused + skipped, tried)
 
+    # -- window and session stores: asked of an entry instance, which routes the key ------------
+    async def window_fetch(self, store: str, key: str, time_from: int, time_to: int, allow_stale: bool = False,
+                           max_lag: int | None = None, position: str = "") -> WindowsResult:
+        req = window_request(store, key, time_from, time_to, allow_stale, max_lag, position)
+        return windows_of((await self._on_entry(lambda stub, t: stub.WindowFetch(req, timeout=t),
+                                                Deadline.within(self.timeout)))[0])
+
+    async def session_fetch(self, store: str, key: str, allow_stale: bool = False, max_lag: int | None = None,
+                            position: str = "") -> WindowsResult:
+        req = session_request(store, key, allow_stale, max_lag, position)
+        return windows_of((await self._on_entry(lambda stub, t: stub.SessionFetch(req, timeout=t),
+                                                Deadline.within(self.timeout)))[0])
+
     # -- scans (ScanMethods): iterated with ``async for`` ---------------------------------------
     def _scan(self, request: ScanRequest, opts: dict[str, Any]) -> AsyncScan:
         page_size, limit, page_token = prepare_scan(request, **opts)
@@ -183,4 +200,4 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
         await self.close()
 
 
-__all__ = ["AsyncQueryClient", "AsyncScan", "QueryResult"]
+__all__ = ["AsyncQueryClient", "AsyncScan", "QueryResult", "WindowsResult"]

@@ -22,6 +22,7 @@ from router.client_core import (
     KeyArg,
     QueryResult,
     ScanMethods,
+    WindowsResult,
     get_request,
     is_retryable,
     is_unreachable,
@@ -33,7 +34,10 @@ from router.client_core import (
     result_of,
     routing_options,
     routing_table_to_dict,
+    session_request,
     unavailable,
+    window_request,
+    windows_of,
 )
 from router.forward import ask_get
 from router.query_router import QueryRouter
@@ -102,6 +106,21 @@ class QueryClient(ScanMethods[Scan]):
                     raise
                 self._stale = True
             time.sleep(pause)
+
+    # -- window and session stores: asked of an entry instance, which routes the key ------------
+    def window_fetch(self, store: str, key: str, time_from: int, time_to: int, allow_stale: bool = False,
+                     max_lag: int | None = None, position: str = "") -> WindowsResult:
+        """The key's windows starting in ``[time_from, time_to]`` (ms) of a window store."""
+        req = window_request(store, key, time_from, time_to, allow_stale, max_lag, position)
+        return windows_of(self._on_entry(lambda stub, t: stub.WindowFetch(req, timeout=t),
+                                         Deadline.within(self.timeout))[0])
+
+    def session_fetch(self, store: str, key: str, allow_stale: bool = False, max_lag: int | None = None,
+                      position: str = "") -> WindowsResult:
+        """The key's sessions of a session store."""
+        req = session_request(store, key, allow_stale, max_lag, position)
+        return windows_of(self._on_entry(lambda stub, t: stub.SessionFetch(req, timeout=t),
+                                         Deadline.within(self.timeout))[0])
 
     # -- scans (ScanMethods): iterators over every partition of a store, paging transparently --
     def _scan(self, request: ScanRequest, opts: dict[str, Any]) -> Scan:
@@ -174,5 +193,5 @@ class QueryClient(ScanMethods[Scan]):
         self.close()
 
 
-__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "metadata_to_dict",
+__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "WindowsResult", "metadata_to_dict",
            "routing_table_to_dict"]

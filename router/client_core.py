@@ -84,6 +84,30 @@ def routing_table_to_dict(reply: pb.MetadataReply) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class WindowsResult:
+    """``windows``: (start ms, end ms, value decoded from JSON), as the store orders them."""
+
+    windows: list[tuple[int, int, Any]]
+    metadata: dict[str, Any]
+
+
+def windows_of(reply: pb.WindowFetchReply) -> WindowsResult:
+    return WindowsResult([(w.start, w.end, json.loads(w.value_json)) for w in reply.windows],
+                         metadata_to_dict(reply.metadata))
+
+
+def window_request(store: str, key: str, time_from: int, time_to: int, allow_stale: bool, max_lag: int | None,
+                   position: str) -> pb.WindowFetchRequest:
+    return pb.WindowFetchRequest(store=store, key=key, time_from=time_from, time_to=time_to,
+                                 options=query_options(allow_stale, max_lag, position))
+
+
+def session_request(store: str, key: str, allow_stale: bool, max_lag: int | None,
+                    position: str) -> pb.SessionFetchRequest:
+    return pb.SessionFetchRequest(store=store, key=key, options=query_options(allow_stale, max_lag, position))
+
+
 def result_of(reply: pb.GetReply, table: RoutingTable | None, store: str) -> QueryResult:
     serde = table.value_serde(store) if table is not None else None
     return QueryResult(reply.found, decode_value(reply, serde), metadata_to_dict(reply.metadata),

@@ -21,7 +21,7 @@ from instance.server.scans import ScanService
 from instance.server.status import to_status
 from instance.server.strict_handlers import strict_handler
 from router.channels import ChannelPool
-from router.forward import forward_get, hop_timeout
+from router.forward import forward_fetch, forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.options import QueryOptions
 from router.query_keys import check_query_key
@@ -126,6 +126,74 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             reply.value_json = value_to_json(read.value)
             reply.value = spec.value_serde.serialize(read.value)  # type: ignore[assignment]
         return reply
+
+    def WindowFetch(self, request: pb.WindowFetchRequest, context: grpc.ServicerContext) -> pb.WindowFetchReply:
+        try:
+            return self._fetch(request, context.time_remaining)
+        except Exception as e:
+            _abort(context, e)
+
+    def SessionFetch(self, request: pb.SessionFetchRequest, context: grpc.ServicerContext) -> pb.WindowFetchReply:
+        try:
+            return self._fetch(request, context.time_remaining)
+        except Exception as e:
+            _abort(context, e)
+
+    def _fetch(self, request: pb.WindowFetchRequest | pb.SessionFetchRequest,
+               time_remaining: Callable[[], float | None]) -> pb.WindowFetchReply:
+        """WindowFetch / SessionFetch: routed by key exactly like Get."""
+        streams = self.streams
+        if not request.store:
+            raise ValueError("store must be given")
+        store = request.store
+        spec = streams.topology.stores.get(store)
+        kind = "window" if isinstance(request, pb.WindowFetchRequest) else "session"
+        if spec is not None and spec.kind != kind:
+            raise ValueError(f"store {store!r} is a {spec.kind} store, not a {kind} store")
+        key = (spec.key_serde.deserialize(request.raw_key) if spec and request.raw_key
+               else streams.parse_key(store, request.key))
+        options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
+
+        def answer_local() -> pb.WindowFetchReply:
+            return self._fetch_local(request, key, options)
+
+        def forward(endpoint: str) -> pb.WindowFetchReply:
+            return forward_fetch(self.pool, endpoint, request, hop_timeout(time_remaining()))
+
+        task = None
+        if not request.forwarded:
+            streams.query_metadata_for_key(store, key)
+            task = TaskId(*streams.store_partition(store, key))
+        router = QueryRouter(streams.view, streams.instance_id)
+        return router.route(store, task, options, answer_local, forward, forwarded=request.forwarded,
+                            local_state=streams.state.name)
+
+    def _fetch_local(self, request: pb.WindowFetchRequest | pb.SessionFetchRequest, key: Any,
+                     options: QueryOptions) -> pb.WindowFetchReply:
+        streams = self.streams
+        store = request.store
+        _, partition = streams.store_partition(store, key)
+
+        def read(local: Any) -> list[tuple[int, int, Any]]:  # before the position is taken
+            if isinstance(request, pb.WindowFetchRequest):
+                size = local.window_size_ms
+                return [(s, s + size, v) for s, v in local.fetch(key, request.time_from, request.time_to)]
+            return [(w.window.start, w.window.end, v) for w, v in local.fetch(key)]
+
+        try:
+            windows, role, position, end, catching_up = streams.local_replica(store, partition, read)
+        except InvalidStateStoreException as e:
+            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
+        replica = LocalReplica(Role(role), partition, position, end, catching_up)
+        check_local_read(store, replica, options)
+        spec = streams.topology.stores[store]
+        vs = spec.value_serde.serialize
+        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
+                             streams.state.name)
+        return pb.WindowFetchReply(
+            windows=[pb.WindowEntry(start=s, end=e, value=vs(v) or b"", value_json=value_to_json(v))
+                     for s, e, v in windows],
+            metadata=meta, value_serde=spec.value_serde.name)
 
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         streams = self.streams

@@ -14,9 +14,12 @@ from typing import Any
 
 from instance.config import StreamsConfig
 from instance.errors import StreamsException
+from instance.runtime.global_state import GlobalStateManager
 from instance.runtime.task import DeserializationHandler, StreamTask
 from instance.serde import BytesSerde, Serde
 from instance.state.kv_store import KeyValueStore
+from instance.state.session_store import SessionStore
+from instance.state.window_store import WindowStore
 from instance.topology.topology import Topology
 from router.task_id import TaskId
 
@@ -71,9 +74,14 @@ class TopologyTestDriver:
         self.tasks: list[StreamTask] = []
         handler = DeserializationHandler(cfg.default_deserialization_exception_handler)
         cache_entries = cfg.statestore_cache_max_bytes // 100
+        # global stores: in memory, one partition per topic, fed by pipe_input on their topics
+        self.global_state = GlobalStateManager(topology, {g.topic: 1 for g in topology.global_stores.values()},
+                                               None, app)
+        self._global_topics = {g.topic for g in topology.global_stores.values()}
         for st in topology.subtopologies():
             task = StreamTask(TaskId(st.id, 0), topology, st, app, self._resolve, self._send,
-                              self._changelog_sender, None, cache_entries, True, handler)
+                              self._changelog_sender, None, cache_entries, True, handler,
+                              self.global_state.stores)
             self.tasks.append(task)
             for topic in task.sources:
                 self._by_topic[topic] = task
@@ -96,6 +104,11 @@ class TopologyTestDriver:
 
     def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None,
                  timestamp: int | None = None) -> None:
+        if topic in self._global_topics:
+            off = self._offsets.get(topic, 0)
+            self._offsets[topic] = off + 1
+            self.global_state.restore((topic, 0), [] if key is None else [(key, value)], off + 1)
+            return
         task = self._by_topic.get(topic)
         if task is None:
             raise StreamsException(f"unknown topic {topic!r}: the topology reads {sorted(self._by_topic)}")
@@ -131,7 +144,26 @@ class TopologyTestDriver:
         for t in self.tasks:
             if name in t.stores:
                 return t.stores[name]
+        if name in self.global_state.stores:
+            return self.global_state.stores[name]
         raise StreamsException(f"no store {name!r} in the topology")
+
+    def get_window_store(self, name: str) -> WindowStore:
+        store = self.get_key_value_store(name)
+        if not isinstance(store, WindowStore):
+            raise StreamsException(f"store {name!r} is not a window store")
+        return store
+
+    def get_session_store(self, name: str) -> SessionStore:
+        store = self.get_key_value_store(name)
+        if not isinstance(store, SessionStore):
+            raise StreamsException(f"store {name!r} is not a session store")
+        return store
+
+    def dropped_records_total(self) -> int:
+        """Records the processors dropped (late for their window, null key...): Kafka Streams'
+        ``dropped-records-total`` task metric summed over the tasks."""
+        return sum(getattr(p, "dropped_records", 0) for t in self.tasks for p in t._processors)
 
     def advance_wall_clock_time(self, ms: int) -> None:
         if ms < 0:
@@ -145,6 +177,7 @@ class TopologyTestDriver:
     def close(self) -> None:
         for t in self.tasks:
             t.close()
+        self.global_state.close(checkpoint=False)
 
     def __enter__(self) -> TopologyTestDriver:
         return self

@@ -302,3 +302,57 @@ class MetadataReply(_message.Message):
     store_partitions: _containers.ScalarMap[str, int]
     store_routes: _containers.RepeatedCompositeFieldContainer[StoreRoute]
     def __init__(self, asked: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[InstanceMetadata, _Mapping]]] = ..., store_partitions: _Optional[_Mapping[str, int]] = ..., store_routes: _Optional[_Iterable[_Union[StoreRoute, _Mapping]]] = ...) -> None: ...
+
+class WindowFetchRequest(_message.Message):
+    __slots__ = ("store", "key", "raw_key", "time_from", "time_to", "options", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RAW_KEY_FIELD_NUMBER: _ClassVar[int]
+    TIME_FROM_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    key: str
+    raw_key: bytes
+    time_from: int
+    time_to: int
+    options: QueryOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., key: _Optional[str] = ..., raw_key: _Optional[bytes] = ..., time_from: _Optional[int] = ..., time_to: _Optional[int] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class SessionFetchRequest(_message.Message):
+    __slots__ = ("store", "key", "raw_key", "options", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RAW_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    key: str
+    raw_key: bytes
+    options: QueryOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., key: _Optional[str] = ..., raw_key: _Optional[bytes] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class WindowEntry(_message.Message):
+    __slots__ = ("start", "end", "value", "value_json")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    value: bytes
+    value_json: str
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ..., value: _Optional[bytes] = ..., value_json: _Optional[str] = ...) -> None: ...
+
+class WindowFetchReply(_message.Message):
+    __slots__ = ("windows", "metadata", "value_serde")
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SERDE_FIELD_NUMBER: _ClassVar[int]
+    windows: _containers.RepeatedCompositeFieldContainer[WindowEntry]
+    metadata: ReadMetadata
+    value_serde: str
+    def __init__(self, windows: _Optional[_Iterable[_Union[WindowEntry, _Mapping]]] = ..., metadata: _Optional[_Union[ReadMetadata, _Mapping]] = ..., value_serde: _Optional[str] = ...) -> None: ...
