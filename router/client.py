@@ -26,6 +26,7 @@ from router.client_core import (
     get_request,
     is_retryable,
     is_unreachable,
+    key_message,
     metadata_to_dict,
     needs_refresh,
     never_local,
@@ -48,6 +49,7 @@ from router.scan_pages import Scan, ScanItem
 from router.scan_wire import ScanRequest, method_of
 from router.security import NO_SECURITY, Security
 from router.unavailable import UnavailableError
+from router.watch_client import Endpoints, Watch, watch_request
 
 T = TypeVar("T")
 
@@ -132,6 +134,18 @@ class QueryClient(ScanMethods[Scan]):
                                   Deadline.within(self.timeout))[0]
         return Scan(page, request, page_size, limit, page_token)
 
+    def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
+              resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
+              timeout: float | None = None) -> Watch:
+        """The committed changes of one key, a prefix or every key of ``store`` as they happen
+        (router/watch_client.py); ``timeout``: stop after that many seconds (None: never)."""
+        req = watch_request(store, None if key is None else key_message(key),
+                            None if prefix is None else key_message(prefix), all_keys, resume_token, from_beginning,
+                            with_json)
+        stub = self._pool.stub
+        return Watch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
+                     Endpoints(stub, list(self.seeds), self.timeout), req, timeout)
+
     def metadata(self) -> pb.MetadataReply:
         """The routing table as the entry instance (the first seed that answers) sees it."""
         reply, _ = self._on_entry(lambda stub, t: stub.Metadata(pb.MetadataRequest(), timeout=t),
@@ -193,5 +207,5 @@ class QueryClient(ScanMethods[Scan]):
         self.close()
 
 
-__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "WindowsResult", "metadata_to_dict",
-           "routing_table_to_dict"]
+__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "Watch", "WindowsResult",
+           "metadata_to_dict", "routing_table_to_dict"]

@@ -132,7 +132,7 @@ class _Pages:
         scan.pages += 1
         if self.decode is None:
             scan.key_serde, scan.value_serde = page.header.key_serde, page.header.value_serde
-            self.decode = _serde(scan.key_serde), _serde(scan.value_serde)
+            self.decode = decode_serde(scan.key_serde), decode_serde(scan.value_serde)
         for s in page.partitions:
             scan.partitions[s.partition] = status_to_dict(s)
             if not s.available:
@@ -151,7 +151,7 @@ class _Pages:
 
 
 
-def _serde(name: str) -> Serde:
+def decode_serde(name: str) -> Serde:
     """The serde of that name; a store's own custom serde is unknown here: its bytes as they are."""
     try:
         return serde_by_name(name)

@@ -20,6 +20,7 @@ from instance.server.replies import read_metadata, value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
 from instance.server.strict_handlers import strict_handler
+from instance.server.watch import WatchService
 from router.channels import ChannelPool
 from router.forward import forward_fetch, forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
@@ -56,6 +57,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.pool = ChannelPool(streams.config.security if security is None else security)
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
+        self.watches = WatchService(streams)
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
         try:
@@ -81,6 +83,17 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         except Exception as e:
             _abort(context, e)
         return iter(replies)
+
+    def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[pb.WatchReply]:
+        """The changes of a store from its changelog (instance/server/watch.py); the consumer is
+        closed as soon as the call ends, however it ends."""
+        try:
+            stream = self.watches.open(request)
+        except Exception as e:
+            _abort(context, e)
+        if not context.add_callback(stream.close):
+            stream.close()  # the call has ended already
+        return _guarded(context, stream.replies())
 
     def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None]) -> pb.GetReply:
         streams = self.streams
@@ -217,6 +230,14 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                                                       key_serde=spec.key_serde.name,
                                                       value_serde=spec.value_serde.name))
         return out
+
+
+def _guarded(context: grpc.ServicerContext, replies: Iterator[pb.WatchReply]) -> Iterator[pb.WatchReply]:
+    """``replies``, a failure mid-stream ending the call with its mapped status."""
+    try:
+        yield from replies
+    except Exception as e:
+        _abort(context, e)
 
 
 def _abort(context: grpc.ServicerContext, e: Exception) -> NoReturn:

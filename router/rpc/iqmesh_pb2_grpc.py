@@ -74,6 +74,11 @@ class InteractiveQueryStub:
                 request_serializer=iqmesh__pb2.SessionFetchRequest.SerializeToString,
                 response_deserializer=iqmesh__pb2.WindowFetchReply.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/iqmesh.v1.InteractiveQuery/Watch',
+                request_serializer=iqmesh__pb2.WatchRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.WatchReply.FromString,
+                _registered_method=True)
 
 
 class InteractiveQueryServicer:
@@ -142,6 +147,17 @@ class InteractiveQueryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Changes of a store as they are committed (ksqlDB's EMIT CHANGES), read by the instance asked
+        from the store's changelog (read_committed under exactly-once), so a rebalance loses nothing.
+        The stream is a header, then changes in changelog order per partition (each with a resume
+        token), a routing event whenever a watched partition's active owner changes, and progress
+        messages (a fresh token) while nothing matches. It ends only by deadline, cancellation or error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InteractiveQueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -184,6 +200,11 @@ def add_InteractiveQueryServicer_to_server(servicer, server):
                     servicer.SessionFetch,
                     request_deserializer=iqmesh__pb2.SessionFetchRequest.FromString,
                     response_serializer=iqmesh__pb2.WindowFetchReply.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=iqmesh__pb2.WatchRequest.FromString,
+                    response_serializer=iqmesh__pb2.WatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -402,6 +423,33 @@ class InteractiveQuery:
             '/iqmesh.v1.InteractiveQuery/SessionFetch',
             iqmesh__pb2.SessionFetchRequest.SerializeToString,
             iqmesh__pb2.WindowFetchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/Watch',
+            iqmesh__pb2.WatchRequest.SerializeToString,
+            iqmesh__pb2.WatchReply.FromString,
             options,
             channel_credentials,
             insecure,
