@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from instance.errors import ConfigException
+from router.security import AUTH_TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 
 AT_LEAST_ONCE = "at_least_once"
 EXACTLY_ONCE_V2 = "exactly_once_v2"
 
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+#: the address the query server binds (default: see StreamsConfig.listen_host)
+LISTEN_HOST = "iqmesh.listen.host"
 
 
 def _bool(v: Any) -> bool:
@@ -74,6 +77,12 @@ class StreamsConfig:
     #: announce membership changes so peers commit first, remove dead members, fence zombie
     #: producers (instance/runtime/membership.py); needed on the dev broker, harmless on Kafka
     membership_assist: bool = field(default=True, metadata={"name": "iqmesh.membership.assist"})
+    #: transport security of the query server, the forwarding hop and the gateway (router/security.py)
+    tls_cert_file: str = field(default="", metadata={"name": TLS_CERT_FILE})
+    tls_key_file: str = field(default="", metadata={"name": TLS_KEY_FILE})
+    tls_ca_file: str = field(default="", metadata={"name": TLS_CA_FILE})
+    auth_token: str = field(default="", repr=False, metadata={"name": AUTH_TOKEN})
+    listen_host_setting: str = field(default="", metadata={"name": LISTEN_HOST})
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
 
     def __post_init__(self) -> None:
@@ -98,6 +107,10 @@ class StreamsConfig:
                      "heartbeat_interval_ms", "max_poll_interval_ms"):
             if getattr(self, name) <= 0:
                 problems.append(f"{_NAMES_BY_FIELD[name]} must be positive")
+        try:
+            self.security  # noqa: B018 - validates the files and the token
+        except ValueError as e:
+            problems.append(str(e))
         if problems:
             raise ConfigException("invalid configuration: " + "; ".join(problems))
 
@@ -105,6 +118,21 @@ class StreamsConfig:
     def instance_id(self) -> str:
         """This instance's name in the cluster metadata: ``client.id``, else ``application.server``."""
         return self.client_id or self.application_server or self.application_id
+
+    @property
+    def security(self) -> Security:
+        return Security(self.tls_cert_file, self.tls_key_file, self.tls_ca_file, self.auth_token)
+
+    @property
+    def listen_host(self) -> str:
+        """Where the query server binds: ``iqmesh.listen.host`` if set; else loopback when
+        application.server names a loopback host (the local default), all interfaces when it
+        names another (peers must reach the advertised endpoint, e.g. a StatefulSet pod's DNS
+        name; without TLS or a token the server logs a warning then)."""
+        if self.listen_host_setting:
+            return self.listen_host_setting
+        host = self.application_server.rpartition(":")[0]
+        return "0.0.0.0" if host and not is_loopback(host) else "127.0.0.1"
 
     @property
     def eos(self) -> bool:

@@ -125,10 +125,12 @@ async def test_an_unreachable_entry_is_skipped_but_a_refusal_is_the_answer(serve
         assert (reply.metadata["served_by"], via) == ("a", a)
         assert backend.entries() == [a, dead]  # the one that answered first, the unreachable one last
 
-        refusing = Backend(Discovery([b, a]), timeout=5)
+        # the refusing entry's answer comes back (its client retried it within the deadline); the
+        # gateway asks no other entry
+        refusing = Backend(Discovery([b, a]), timeout=0.5)
         with pytest.raises(grpc.RpcError) as e:
             await refusing.call(lambda c: c.get("s", "k"))
-        assert e.value.code() is grpc.StatusCode.UNAVAILABLE and fake_a.calls == 1 and fake_b.calls == 1
+        assert e.value.code() is grpc.StatusCode.UNAVAILABLE and fake_a.calls == 1 and fake_b.calls >= 1
         refusing.close()
 
         nobody = Backend(Discovery([dead]), timeout=5)
