@@ -24,7 +24,8 @@ def main() -> int:
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("-n", type=int, default=1_000_000)
-    ap.add_argument("--mode", choices=["stateful", "stateless", "window-count", "join", "join-global"], default="stateful")
+    ap.add_argument("--mode", default="stateful",
+                    choices=["stateful", "stateless", "window-count", "join", "join-global"])
     ap.add_argument("--guarantee", choices=["at-least-once", "exactly-once"], default="at-least-once")
     ap.add_argument("--cache", action="store_true", help="stateful: Kafka Streams' record cache on")
     ap.add_argument("--table-topic", help="join: the table's topic")
