@@ -22,6 +22,7 @@ from instance.errors import (
 from instance.runtime import internal_topics
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
+from instance.runtime.query_counters import QueryCounters
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
@@ -87,6 +88,10 @@ class KafkaStreams:
         self._close_lock = threading.Lock()
         self.last_error: BaseException | None = None
         self.membership: MembershipCoordinator | None = None
+        #: counted by the query server, published with the instance's metadata
+        self.query_counters = QueryCounters()
+        #: records processed by stream threads that were replaced (their counts stay in the total)
+        self._processed_by_gone_threads = 0
         self._next_cleanup = time.monotonic() + self.config.state_cleanup_delay_ms / 1000.0
 
     # -- state --------------------------------------------------------------------------------
@@ -166,6 +171,7 @@ class KafkaStreams:
         if (response is StreamThreadExceptionResponse.REPLACE_THREAD
                 and self.state.is_running_or_rebalancing()):
             self.threads.remove(thread)
+            self._processed_by_gone_threads += thread.processed
             self._start_thread(thread.index)
             return
         # SHUTDOWN_APPLICATION cannot reach other instances without assignment userdata: this
@@ -248,6 +254,8 @@ class KafkaStreams:
             threads=self.config.num_stream_threads,
             member_ids=tuple(t.member_id for t in self.threads if t.member_id),
             store_catalog=self._store_catalog(),
+            counters=self.query_counters.totals(
+                self._processed_by_gone_threads + sum(t.processed for t in list(self.threads))),
         )
 
     def _store_catalog(self) -> tuple[StoreInfo, ...]:

@@ -14,12 +14,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from instance.errors import InvalidStateStoreException
 from instance.runtime.kafka_streams import KafkaStreams
+from instance.runtime.query_counters import QuerySlot
 from instance.server.replies import read_metadata, value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
 from router.client import ChannelPool
 from router.forward import forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
+from router.metadata import InstanceCounters
 from router.options import QueryOptions
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
@@ -50,12 +52,17 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.pool = ChannelPool()
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
+        self.counters = streams.query_counters
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
+        slot = self.counters.slot()
+        start = time.perf_counter()
         try:
-            return self._get(request, context.time_remaining)
+            return self._get(request, context.time_remaining, slot)
         except Exception as e:
-            _abort(context, e)
+            _abort(context, e, slot)
+        finally:
+            slot.get_seconds += time.perf_counter() - start
 
     def MultiGet(self, request: pb.MultiGetRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
         return self._scan(request, context)
@@ -70,13 +77,18 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return self._scan(request, context)
 
     def _scan(self, request: ScanRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
+        slot = self.counters.slot()
         try:
             replies = self.scans.page(request, context.time_remaining)
         except Exception as e:
-            _abort(context, e)
+            _abort(context, e, slot)
+        slot.scans += 1
+        if replies and replies[-1].HasField("end"):
+            slot.scan_entries += replies[-1].end.count
         return iter(replies)
 
-    def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None]) -> pb.GetReply:
+    def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
+             slot: QuerySlot) -> pb.GetReply:
         streams = self.streams
         if not request.store:
             raise ValueError("store must be given")
@@ -90,10 +102,17 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         forwarded = request.forwarded
 
         def answer_local() -> pb.GetReply:
-            return self._answer_local(store, key, options, forwarded)
+            reply = self._answer_local(store, key, options, forwarded)
+            if forwarded:
+                slot.gets_for_peers += 1
+            else:
+                slot.gets_local += 1
+            return reply
 
         def forward(endpoint: str) -> pb.GetReply:
-            return forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
+            reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
+            slot.gets_forwarded += 1
+            return reply
 
         task = None
         if not forwarded:
@@ -129,7 +148,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                 instance_id=info.instance_id, endpoint=info.endpoint, state=info.state,
                 heartbeat_age_ms=now - info.heartbeat_ms, alive=streams.view.is_alive(info, now),
                 active_tasks=list(info.active_tasks), standby_tasks=list(info.standby_tasks),
-                restoring_tasks=list(info.restoring_tasks),
+                restoring_tasks=list(info.restoring_tasks), counters=_counters_pb(info.counters),
                 stores=[pb.StorePartition(store=s.store, partition=s.partition, role=s.role,
                                           position=s.position, end_offset=s.end_offset, lag=s.lag)
                         for s in info.stores]))
@@ -140,12 +159,23 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return out
 
 
-def _abort(context: grpc.ServicerContext, e: Exception) -> NoReturn:
-    """End the call with the status ``e`` maps to; a gRPC error from the forwarded hop passes
-    through with its own status."""
+def _counters_pb(c: InstanceCounters) -> pb.InstanceCounters:
+    return pb.InstanceCounters(
+        records_processed=c.records_processed, gets_local=c.gets_local, gets_for_peers=c.gets_for_peers,
+        gets_forwarded=c.gets_forwarded, get_seconds=c.get_seconds, scans=c.scans, scan_entries=c.scan_entries,
+        query_errors=dict(c.query_errors))
+
+
+def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None = None) -> NoReturn:
+    """End the call with the status ``e`` maps to (counted in ``slot``); a gRPC error from the
+    forwarded hop passes through with its own status."""
     if isinstance(e, grpc.RpcError):
+        if slot is not None:
+            slot.errors[e.code().name] += 1
         context.abort(e.code(), e.details() or "forwarded query failed")
     code, msg = to_status(e)
+    if slot is not None:
+        slot.errors[code.name] += 1
     if code is grpc.StatusCode.INTERNAL:
         log.error("query failed", exc_info=e)
     context.abort(code, msg)

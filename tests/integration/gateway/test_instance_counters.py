@@ -1,0 +1,85 @@
+"""The instances' own query and processing counters: after Gets, a scan and a failed call sent
+straight to one instance, /v1/instances and /metrics show exactly those figures, and the rates
+derived from them move."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import grpc
+import pytest
+
+from router.client import QueryClient
+from tests.integration.gateway.conftest import GatewayCluster
+from tests.integration.helpers import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def _instances(gc: GatewayCluster) -> dict[str, dict[str, Any]]:
+    status, body = gc.get("/v1/instances")
+    assert status == 200, body
+    return {i["instance_id"]: i for i in body["instances"]}
+
+
+def _metric(text: str, name: str, **labels: str) -> float | None:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    m = re.search(rf"^{name}\{{{re.escape(want)}\}} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_counters_and_metrics_reflect_the_queries(gateway_cluster: GatewayCluster) -> None:
+    gc = gateway_cluster
+    asked = gc.cluster.instances[0]
+    me = asked.instance_id
+    before = _instances(gc)
+    assert set(before) == {i.instance_id for i in gc.cluster.instances}
+    # every instance processed input (the word count's two sub-topologies are spread over all three)
+    assert sum(i["counters"]["records_processed"] for i in before.values()) >= sum(gc.truth.values())
+
+    words = sorted(gc.truth)[:40]
+    local = forwarded = 0
+    with QueryClient(asked.target, timeout=10) as q:
+        for w in words:
+            r = q.get("counts", w)
+            assert (r.found, r.value) == (True, gc.truth[w])
+            if r.metadata["served_by"] == me:
+                local += 1
+            else:
+                forwarded += 1
+        entries = sum(1 for _ in q.all("counts"))
+        with pytest.raises(grpc.RpcError) as e:
+            q.get("no-such-store", "x")
+        assert e.value.code() is grpc.StatusCode.NOT_FOUND
+    assert local and forwarded and entries == len(gc.truth)
+
+    b = before[me]["counters"]
+    peers_before = sum(i["counters"]["gets_for_peers"] for iid, i in before.items() if iid != me)
+
+    def counted() -> dict[str, dict[str, Any]] | None:
+        now = _instances(gc)
+        c = now[me]["counters"]
+        ok = (c["gets_local"] - b["gets_local"] == local
+              and c["gets_forwarded"] - b["gets_forwarded"] == forwarded
+              and sum(i["counters"]["gets_for_peers"] for iid, i in now.items() if iid != me) - peers_before
+              == forwarded
+              and c["scans"] > b["scans"] and c["scan_entries"] - b["scan_entries"] >= entries
+              and c["query_errors"].get("NOT_FOUND", 0) == b["query_errors"].get("NOT_FOUND", 0) + 1
+              and c["get_seconds"] > b["get_seconds"]
+              and now[me]["queries_per_s"] > 0)  # the same snapshot: its 5 s window holds the burst
+        return now if ok else None
+    now = wait_until(counted, 30, "the instances' counters to show the queries", gc.logs)
+
+    c = now[me]["counters"]
+    text = wait_until(lambda: (lambda t: t if _metric(t, "iqmesh_instance_gets_total", instance=me, served="local")
+                               == c["gets_local"] else None)(gc.fetch("/metrics")[2]),
+                      30, "/metrics to show the same counters", gc.logs)
+    assert _metric(text, "iqmesh_instance_gets_total", instance=me, served="forwarded") == c["gets_forwarded"]
+    assert _metric(text, "iqmesh_instance_query_errors_total", instance=me, code="NOT_FOUND") == \
+        c["query_errors"]["NOT_FOUND"]
+    assert _metric(text, "iqmesh_instance_scans_total", instance=me) == c["scans"]
+    processed = [_metric(text, "iqmesh_instance_records_processed_total", instance=i) for i in now]
+    assert all(p is not None for p in processed)
+    assert sum(p for p in processed if p is not None) >= sum(gc.truth.values())
+    assert _metric(text, "iqmesh_instance_records_per_second", instance=me) is not None
