@@ -90,7 +90,7 @@ def h2load(what: str, url: str, load: Load, work: Path, body: bytes | None = Non
     """One h2load run against ``url`` (a framed gRPC POST when ``body`` is given, else a GET over
     HTTP/1.1); throughput from h2load's summary, percentiles from its per-request log."""
     log = work / f"h2load-{time.monotonic_ns()}.log"
-    cmd = ["h2load", "-t", "1", "-c", str(load.clients), "-m", str(load.streams), "-D", str(load.seconds),
+    cmd = ["h2load", "-t", "1", "-c", str(load.clients), "-m", str(load.streams), "-D", f"{load.seconds:g}",
            "--warm-up-time", "1", f"--log-file={log}"]
     if load.rps_per_client:
         cmd.append(f"--rps={load.rps_per_client}")
@@ -274,7 +274,7 @@ def ensure_h2load(install: bool) -> None:
 def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     return subprocess.Popen([spy, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "250",
-                             "--format", "raw", "--output", str(out), "--nonblocking"],
+                             "--format", "raw", "--output", str(out), "--nonblocking", "--gil"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

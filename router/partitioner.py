@@ -7,6 +7,7 @@ one), so routing and writing agree.
 
 from __future__ import annotations
 
+import struct
 from typing import Protocol
 
 _M = 0x5BD1E995
@@ -19,9 +20,8 @@ def murmur2(data: bytes) -> int:
     length = len(data)
     h = (_SEED ^ length) & _MASK
     n4 = length // 4
-    for i in range(n4):
-        j = i * 4
-        k = data[j] | (data[j + 1] << 8) | (data[j + 2] << 16) | (data[j + 3] << 24)
+    # the little-endian 4-byte words in one call (routing hashes a key per query)
+    for k in struct.unpack_from(f"<{n4}I", data):
         k = (k * _M) & _MASK
         k ^= k >> 24
         k = (k * _M) & _MASK

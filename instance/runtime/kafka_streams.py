@@ -361,12 +361,14 @@ class KafkaStreams:
         md = self.view.key_query_metadata(sub, partition)
         return md if md.available else NOT_AVAILABLE
 
-    def read_local(self, store: str, key: Any) -> LocalRead:
+    def read_local(self, store: str, key: Any, partition: int | None = None) -> LocalRead:
         """Read ``key`` from this instance's replica of its partition (active first, then a
-        standby), or raise InvalidStateStoreException if there is none here."""
+        standby), or raise InvalidStateStoreException if there is none here. ``partition``: the
+        key's, when the caller computed it already."""
         if not self.state.is_running_or_rebalancing():
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
-        _, partition = self.store_partition(store, key)
+        if partition is None:
+            _, partition = self.store_partition(store, key)
         kv, role, position, end, catching_up = self.local_replica(store, partition)
         value = kv.query_get(key)
         return LocalRead(value is not None, value, partition, role, position, end, catching_up)

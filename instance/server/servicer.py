@@ -23,6 +23,7 @@ from router.forward import forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import InstanceCounters
 from router.options import QueryOptions
+from router.partitioner import default_partition
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
@@ -37,8 +38,13 @@ SCATTER_THREADS = 16
 __all__ = ["QueryServer", "QueryServicer", "value_to_json"]
 
 
+_DEFAULT_OPTIONS = QueryOptions()
+
+
 def _options_of(request: pb.GetRequest) -> QueryOptions:
     o = request.options
+    if not (o.allow_stale or o.position or o.HasField("max_lag")):
+        return _DEFAULT_OPTIONS  # most queries: nothing to parse
     return QueryOptions.parse(request.store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
                               o.position)
 
@@ -90,19 +96,26 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
     def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
              slot: QuerySlot) -> pb.GetReply:
         streams = self.streams
-        if not request.store:
-            raise ValueError("store must be given")
         store = request.store
+        if not store:
+            raise ValueError("store must be given")
+        # the key is parsed, serialized and partitioned once per Get (the hot path)
+        sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
+        key_serde = streams.topology.stores[store].key_serde
         if request.raw_key:
-            spec = streams.topology.stores.get(store)
-            key = spec.key_serde.deserialize(request.raw_key) if spec else request.raw_key
+            key_bytes = request.raw_key
+            key = key_serde.deserialize(key_bytes)
         else:
             key = streams.parse_key(store, request.key)
+            key_bytes = key_serde.serialize(key)
+            if key_bytes is None:
+                raise ValueError("key must not be None")
+        partition = default_partition(key_bytes, partitions)
         options = _options_of(request)
         forwarded = request.forwarded
 
         def answer_local() -> pb.GetReply:
-            reply = self._answer_local(store, key, options, forwarded)
+            reply = self._answer_local(store, key, partition, options, forwarded)
             if forwarded:
                 slot.gets_for_peers += 1
             else:
@@ -114,18 +127,15 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             slot.gets_forwarded += 1
             return reply
 
-        task = None
-        if not forwarded:
-            streams.query_metadata_for_key(store, key)  # raises for an unknown store / not started
-            task = TaskId(*streams.store_partition(store, key))
         router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, task, options, answer_local, forward, forwarded=forwarded,
-                            local_state=streams.state.name)
+        return router.route(store, None if forwarded else TaskId(sub, partition), options, answer_local, forward,
+                            forwarded=forwarded, local_state=streams.state.name)
 
-    def _answer_local(self, store: str, key: Any, options: QueryOptions, forwarded: bool) -> pb.GetReply:
+    def _answer_local(self, store: str, key: Any, partition: int, options: QueryOptions,
+                      forwarded: bool) -> pb.GetReply:
         streams = self.streams
         try:
-            read = streams.read_local(store, key)
+            read = streams.read_local(store, key, partition)
         except InvalidStateStoreException as e:
             raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
         replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
