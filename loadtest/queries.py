@@ -33,6 +33,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,17 +119,42 @@ def h2load(what: str, url: str, load: Load, work: Path, body: bytes | None = Non
     return Result(what, len(lat), per_s, _percentile(lat, 0.5), _percentile(lat, 0.99))
 
 
-def peak_and_half(what: str, url: str, load: Load, work: Path, body: bytes | None = None,
-                  check: Check | None = None) -> list[Result]:
-    """The peak run, then one at half of its throughput (``--rps`` per connection)."""
-    peak = h2load(what, url, load, work, body)
-    if check is not None:
-        check(what)
-    rps = max(1, int(peak.per_s / 2 / load.clients))
-    half = h2load(f"{what} @ half of peak", url, Load(load.clients, load.streams, load.seconds, rps), work, body)
-    if check is not None:
-        check(half.what)
-    return [peak, half]
+@dataclass(frozen=True)
+class Target:
+    what: str
+    url: str
+    load: Load
+    body: bytes | None = None  # a framed gRPC request; None: REST GET
+
+
+def run_targets(targets: list[Target], reps: int, work: Path, check: Check,
+                on_run: Callable[[Target, int], Callable[[], None] | None] = lambda t, rep: None) -> list[Result]:
+    """``reps`` rounds of one peak run per target, interleaved so that a change in the machine's
+    load hits every target alike; the median peak of each, then one run at half of it
+    (``--rps`` per connection). ``on_run`` may start something for a run and return its end."""
+    peaks: dict[str, list[Result]] = {t.what: [] for t in targets}
+    for rep in range(reps):
+        for t in targets:
+            done = on_run(t, rep)
+            r = h2load(t.what, t.url, t.load, work, t.body)
+            if done is not None:
+                done()
+            peaks[t.what].append(r)
+            print(f"  rep {rep + 1}: {t.what}: {r.per_s:,.0f}/s, p99 {r.p99_ms:.1f} ms", file=sys.stderr, flush=True)
+        check(f"rep {rep + 1}")
+    out = []
+    for t in targets:
+        runs = sorted(peaks[t.what], key=lambda r: r.per_s)
+        median = runs[len(runs) // 2]
+        out.append(Result(t.what, median.requests, median.per_s, median.p50_ms, median.p99_ms,
+                          f"median of {reps}: " + " / ".join(f"{r.per_s:,.0f}" for r in peaks[t.what])))
+        rps = max(1, int(median.per_s / 2 / t.load.clients))
+        half = h2load(f"{t.what} @ half of peak", t.url, Load(t.load.clients, t.load.streams, t.load.seconds, rps),
+                      work, t.body)
+        out.append(half)
+        print(f"  {half.what}: {half.per_s:,.0f}/s, p99 {half.p99_ms:.1f} ms", file=sys.stderr, flush=True)
+    check("half of peak")
+    return out
 
 
 class Check:
@@ -138,16 +165,17 @@ class Check:
         self.client = QueryClient(target, timeout=10)
         self.last = self._errors()
 
-    def _errors(self) -> int:
+    def _errors(self) -> Counter[str]:
         md = self.client.metadata()
-        return sum(n for i in md.instances for n in i.counters.query_errors.values())
+        return Counter({f"{i.instance_id} {code}": n for i in md.instances
+                        for code, n in i.counters.query_errors.items()})
 
     def __call__(self, what: str) -> None:
         # counters are published with the heartbeat (1 s): wait for two of them
-        time.sleep(2.2)
+        time.sleep(2.5)
         now = self._errors()
         if now != self.last:
-            raise RuntimeError(f"{what}: the instances counted {now - self.last} failed queries")
+            raise RuntimeError(f"{what}: the instances counted failed queries: {dict(now - self.last)}")
         self.last = now
 
 
@@ -279,8 +307,9 @@ def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
 
 
 def report(results: list[Result], args: argparse.Namespace) -> None:
-    print(f"\n{args.keys:,} keys, {PARTITIONS} partitions, 3 instances; h2load -t 1 -c {args.clients} "
-          f"-m {args.streams} (REST: -c {args.clients * args.streams} --h1), {args.seconds:g} s per run\n")
+    print(f"\n{args.keys:,} keys, {PARTITIONS} partitions, 3 instances, {args.reps} rep(s); "
+          f"h2load -t 1 -c {args.clients} -m {args.streams} (REST: -c {args.clients * args.streams} --h1), "
+          f"{args.seconds:g} s per run\n")
     print("| what | requests | per s | p50 ms | p99 ms | notes |")
     print("|---|---|---|---|---|---|")
     for r in results:
@@ -305,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0, help="per h2load run (after 1 s of warm-up)")
     ap.add_argument("--clients", type=int, default=4, help="h2load connections")
     ap.add_argument("--streams", type=int, default=8, help="concurrent streams per connection")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved peak runs per target (median)")
     ap.add_argument("--client-threads", type=int, default=8)
     ap.add_argument("--all-reps", type=int, default=3)
     ap.add_argument("--profile", type=Path, help="py-spy the contacted instance during the local-key peak run")
@@ -347,22 +377,24 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
 
         load = Load(args.clients, args.streams, args.seconds)
-        check = Check(asked.target)
-        results: list[Result] = []
-        results += peak_and_half("bare gRPC server", f"http://{bare_target}{GET_PATH}", load, work,
-                                 grpc_frame(pb.GetRequest(store=STORE, key=local_key)))
-        spy = None
-        if args.profile and asked.proc:
+        grpc_url = f"http://{asked.target}{GET_PATH}"
+        local_req = grpc_frame(pb.GetRequest(store=STORE, key=local_key))
+        forwarded_req = grpc_frame(pb.GetRequest(store=STORE, key=forwarded_key))
+        targets = [
+            Target("bare gRPC server", f"http://{bare_target}{GET_PATH}", load, local_req),
+            Target("local key", grpc_url, load, local_req),
+            Target("forwarded key (one hop)", grpc_url, load, forwarded_req),
+            Target("REST Get through the gateway", rest_url, Load(args.clients * args.streams, 1, args.seconds)),
+        ]
+
+        def on_run(t: Target, rep: int) -> Callable[[], None] | None:
+            if not (args.profile and rep == 0 and t.what == "local key" and asked.proc):
+                return None
             args.profile.mkdir(parents=True, exist_ok=True)
             spy = profile(asked.proc.pid, args.seconds + 1, args.profile / "local-get.txt")
-        results += peak_and_half("local key", f"http://{asked.target}{GET_PATH}", load, work,
-                                 grpc_frame(pb.GetRequest(store=STORE, key=local_key)), check)
-        if spy is not None:
-            spy.wait(60)
-        results += peak_and_half("forwarded key (one hop)", f"http://{asked.target}{GET_PATH}", load, work,
-                                 grpc_frame(pb.GetRequest(store=STORE, key=forwarded_key)), check)
-        results += peak_and_half("REST Get through the gateway", rest_url,
-                                 Load(args.clients * args.streams, 1, args.seconds), work, None, check)
+            return lambda: print(f"py-spy: {spy.wait(60)}", file=sys.stderr)
+        check = Check(asked.target)
+        results = run_targets(targets, args.reps, work, check, on_run)
         results.append(client_run(asked.target, args.keys, args.seconds, args.client_threads))
         check("Python QueryClient")
         results.append(all_run(asked.target, args.keys, args.all_reps))
