@@ -102,14 +102,15 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         # the key is parsed, serialized and partitioned once per Get (the hot path)
         sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
         key_serde = streams.topology.stores[store].key_serde
+        key_bytes: bytes | None
         if request.raw_key:
             key_bytes = request.raw_key
             key = key_serde.deserialize(key_bytes)
         else:
             key = streams.parse_key(store, request.key)
             key_bytes = key_serde.serialize(key)
-            if key_bytes is None:
-                raise ValueError("key must not be None")
+        if key_bytes is None:
+            raise ValueError("key must not be None")
         partition = default_partition(key_bytes, partitions)
         options = _options_of(request)
         forwarded = request.forwarded
