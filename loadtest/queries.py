@@ -354,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(bootstrap, APP, f"qbench-{unique}", work, size=3, env={"QBENCH_INPUT_TOPIC": topic})
     gateway = GatewayProcess(bootstrap, cluster.application_id, work / "gateway.log")
     bare: subprocess.Popen[str] | None = None
+    ok = False
     try:
         ensure_topic(bootstrap, topic, PARTITIONS)
         t = time.monotonic()
@@ -399,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         check("Python QueryClient")
         results.append(all_run(asked.target, args.keys, args.all_reps))
         report(results, args)
+        ok = True
         return 0
     finally:
         gateway.stop()
@@ -408,7 +410,10 @@ def main(argv: list[str] | None = None) -> int:
             bare.wait(10)
         if broker_dir is not None:
             devbroker.stop_broker(broker_dir)
-        shutil.rmtree(work, ignore_errors=True)
+        if ok:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"instance and gateway logs kept in {work}", file=sys.stderr)
 
 
 if __name__ == "__main__":
