@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,14 +150,21 @@ class LocalCluster:
                 out.append(f"--- {inst.instance_id}\n" + inst.log_path.read_text()[-4000:])
         return "\n".join(out)
 
-    def wait_running(self, timeout: float = 90.0, expected: int | None = None) -> None:
-        """Until every live instance reports RUNNING with all tasks assigned and restored."""
+    def wait_running(self, timeout: float = 90.0, expected: int | None = None,
+                     progress: Callable[[str], None] | None = None) -> None:
+        """Until every live instance reports RUNNING with all tasks assigned and restored;
+        ``progress`` hears what is still awaited every 10 s."""
         from router.client import QueryClient
 
         want = expected if expected is not None else len(self.running())
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
+        next_report = started + 10
         last = ""
         while time.monotonic() < deadline:
+            if progress is not None and last and time.monotonic() >= next_report:
+                progress(f"still waiting after {time.monotonic() - started:.0f}s: {last}")
+                next_report += 10
             running = self.running()
             if len(running) < want:
                 last = f"{len(running)} of {want} instances alive"

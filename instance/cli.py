@@ -1,4 +1,9 @@
-"""The ``iqmesh`` command: run, get, range, prefix, all, metadata, gateway, snapshot, describe, broker, demo."""
+"""The ``iqmesh`` command: run, get, range, prefix, all, metadata, gateway, snapshot, describe, broker, demo.
+
+One style for every command: results are JSON on stdout with snake_case keys and numbers as
+numbers; an error is one line on stderr, ``iqmesh COMMAND: error: CODE: message`` (CODE a gRPC
+status name for query errors), exit status 2, as argparse reports a bad command line.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +16,29 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from instance.errors import StreamsException
+from instance.errors import BrokerUnreachableException, ConfigException, StreamsException, TopologyException
+from router.echo import clip
+
+DESCRIPTION = """Kafka Streams in Python, with stores that answer queries across the cluster.
+Start with `iqmesh demo`; `iqmesh COMMAND --help` describes each command."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every flag's help ends with its default, unless it says the default itself."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default is None or default is False or default == []
+                or default == argparse.SUPPRESS or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting by its Kafka Streams name, e.g. num.standby.replicas=1 (repeatable)")
-    p.add_argument("--config-file", help="a .properties file of settings (flags and --config win)")
+    p.add_argument("--config-file", help="a .properties file of settings (flags and --config win; default: none)")
 
 
 def build_properties(args: argparse.Namespace, shortcuts: dict[str, Any]) -> dict[str, Any]:
@@ -29,7 +50,7 @@ def build_properties(args: argparse.Namespace, shortcuts: dict[str, Any]) -> dic
         props.update(load_properties_file(args.config_file))
     for item in args.config:
         if "=" not in item:
-            raise StreamsException(f"--config expects NAME=VALUE, got {item!r}")
+            raise ConfigException(f"--config expects NAME=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         props[k.strip()] = v.strip()
     props.update({k: v for k, v in shortcuts.items() if v is not None})
@@ -52,8 +73,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         props["application.server"] = f"{args.advertised_host}:{args.grpc_port}"
     config = StreamsConfig.from_properties(props)
     if not config.application_server:
-        raise StreamsException("give --grpc-port (or application.server=host:port) so the instance can "
-                               "answer queries")
+        raise ConfigException("give --grpc-port (or application.server=host:port) so the instance can "
+                              "answer queries")
     grpc_port = (args.grpc_port if args.grpc_port is not None
                  else int(config.application_server.rsplit(":")[1]))
     topology = load_topology(args.app)
@@ -80,24 +101,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     streams.close()
     server.stop()
     if failed:
-        print(f"[{config.instance_id}] stopped with an error: {streams.last_error}",
-              file=sys.stderr, flush=True)
+        report_error("run", "STREAMS_ERROR", f"[{config.instance_id}] stopped: {streams.last_error}")
         return 1
     return 0
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    import grpc
-
     from router.client import QueryClient
 
     with QueryClient(args.target, timeout=args.timeout) as client:
-        try:
-            r = client.get(args.store, args.key, allow_stale=args.allow_stale, max_lag=args.max_lag,
-                           position=args.position or "")
-        except grpc.RpcError as e:
-            print(json.dumps({"error": e.code().name, "message": e.details()}), flush=True)
-            return 2
+        r = client.get(args.store, args.key, allow_stale=args.allow_stale, max_lag=args.max_lag,
+                       position=args.position or "")
     print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.value,
                       "metadata": r.metadata}), flush=True)
     return 0
@@ -106,8 +120,6 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_scan(args: argparse.Namespace) -> int:
     """One JSON line per entry (key, value, partition), then one summary line: whether every
     partition answered, each partition's read metadata or reason."""
-    import grpc
-
     from router.client import QueryClient
 
     opts = {"page_size": args.page_size, "limit": args.limit, "allow_stale": args.allow_stale,
@@ -120,26 +132,20 @@ def cmd_scan(args: argparse.Namespace) -> int:
             scan = client.prefix_scan(args.store, args.prefix, **opts)
         else:
             scan = client.all(args.store, **opts)
-        try:
-            for item in scan:
-                print(json.dumps({"key": json.loads(item.key_json), "value": json.loads(item.value_json),
-                                  "partition": item.partition}), flush=True)
-        except grpc.RpcError as e:
-            print(json.dumps({"error": e.code().name, "message": e.details()}), flush=True)
-            return 2
+        for item in scan:
+            print(json.dumps({"key": json.loads(item.key_json), "value": json.loads(item.value_json),
+                              "partition": item.partition}), flush=True)
     print(json.dumps({"store": args.store, "complete": scan.complete, "missing": scan.missing,
                       "partitions": [scan.partitions[p] for p in sorted(scan.partitions)]}), flush=True)
     return 0
 
 
 def cmd_metadata(args: argparse.Namespace) -> int:
-    from google.protobuf.json_format import MessageToDict
-
-    from router.client import QueryClient
+    from router.client import QueryClient, routing_table_to_dict
 
     with QueryClient(args.target, timeout=args.timeout) as client:
         reply = client.metadata()
-    print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True), indent=2), flush=True)
+    print(json.dumps(routing_table_to_dict(reply), indent=2), flush=True)
     return 0
 
 
@@ -150,7 +156,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     try:
         config = GatewayConfig(seeds, args.bootstrap or "", args.application_id or "", args.timeout)
     except ValueError as e:
-        raise StreamsException(str(e)) from e
+        raise ConfigException(str(e)) from e
     run_gateway(config, args.host, args.port)
     return 0
 
@@ -191,94 +197,154 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     gateway_port=args.gateway_port, feed_rate=args.feed_rate)
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="iqmesh", description=__doc__)
-    ap.add_argument("--log-level", default="WARNING")
-    sub = ap.add_subparsers(dest="command", required=True)
+def _query_args(p: argparse.ArgumentParser, timeout_help: str) -> None:
+    """--target, --store and the read options every query command takes."""
+    p.add_argument("--target", required=True, help="HOST:PORT of any instance (its gRPC port)")
+    p.add_argument("--store", required=True, help="name of the state store, e.g. counts")
+    p.add_argument("--allow-stale", action="store_true",
+                   help="a standby or restoring replica may answer (default: only an up-to-date active)")
+    p.add_argument("--max-lag", type=int, default=-1,
+                   help="with --allow-stale: the most changelog records a replica may be behind (-1: any)")
+    p.add_argument("--position", help="position_token of an earlier reply: never answer from older state "
+                   "(default: no bound)")
+    p.add_argument("--timeout", type=float, default=10.0, help=timeout_help)
 
-    p = sub.add_parser("run", help="run one instance of an application until SIGTERM")
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="iqmesh", description=DESCRIPTION, formatter_class=HelpFormatter)
+    ap.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING or ERROR")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter)
+
+    p = command("run", "run one instance of an application until SIGTERM")
     p.add_argument("app", help="application with build() -> Topology: a file (examples/wordcount.py) or an "
                    "importable module (examples.wordcount)")
-    p.add_argument("--application-id")
+    p.add_argument("--application-id", help="application.id: names the consumer group, internal topics and "
+                   "state directory (required here or in --config/--config-file)")
     p.add_argument("--instance-id", help="client.id: this instance's name in the cluster metadata "
-                   "(static membership is --config group.instance.id=NAME)")
-    p.add_argument("--bootstrap", help="bootstrap.servers")
-    p.add_argument("--grpc-port", type=int, help="port of the query server (application.server port)")
+                   "(static membership is --config group.instance.id=NAME; default: application.server)")
+    p.add_argument("--bootstrap", help="bootstrap.servers, HOST:PORT of the Kafka brokers (required here or "
+                   "in --config/--config-file)")
+    p.add_argument("--grpc-port", type=int, help="port of the query server (application.server port; "
+                   "required unless application.server is set)")
     p.add_argument("--advertised-host", default="127.0.0.1", help="host part of application.server")
-    p.add_argument("--state-dir", help="state.dir")
+    p.add_argument("--state-dir", help="state.dir, where the RocksDB stores live (default: /tmp/iqmesh)")
     _add_config_args(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("get", help="query one key through any instance")
-    p.add_argument("--target", required=True, help="HOST:PORT of any instance")
-    p.add_argument("--store", required=True)
-    p.add_argument("--key", required=True)
-    p.add_argument("--allow-stale", action="store_true")
-    p.add_argument("--max-lag", type=int, default=-1)
-    p.add_argument("--position", help="consistency token from an earlier reply")
-    p.add_argument("--timeout", type=float, default=10.0)
+    p = command("get", "query one key through any instance; one JSON object")
+    _query_args(p, "seconds to wait for the answer")
+    p.add_argument("--key", required=True, help="the key as text, parsed with the store's key serde")
     p.set_defaults(func=cmd_get)
 
     for name, what in (("range", "entries from --from to --to (inclusive, by serialized key)"),
                        ("prefix", "entries whose key starts with --prefix"), ("all", "every entry of a store")):
-        p = sub.add_parser(name, help=f"{what}, across every partition; JSON lines")
-        p.add_argument("--target", required=True, help="HOST:PORT of any instance")
-        p.add_argument("--store", required=True)
+        p = command(name, f"{what}, across every partition; JSON lines")
+        _query_args(p, "seconds per page")
         if name == "range":
             p.add_argument("--from", dest="from_key", help="first key (default: unbounded)")
             p.add_argument("--to", dest="to_key", help="last key (default: unbounded)")
         if name == "prefix":
-            p.add_argument("--prefix", required=True)
+            p.add_argument("--prefix", required=True, help="the key prefix, as text")
         p.add_argument("--limit", type=int, help="entries in all (default: every one)")
-        p.add_argument("--page-size", type=int, default=0, help="entries per call (default: the server's)")
-        p.add_argument("--allow-stale", action="store_true")
-        p.add_argument("--max-lag", type=int, default=-1)
-        p.add_argument("--position", help="consistency token from an earlier reply")
+        p.add_argument("--page-size", type=int, default=0, help="entries per call (default: 0, the server's)")
         p.add_argument("--require-complete", action="store_true",
-                       help="fail rather than leave out partitions that cannot answer")
-        p.add_argument("--timeout", type=float, default=10.0, help="seconds per page")
+                       help="fail rather than leave out partitions that cannot answer (default: leave out, "
+                       "and say which)")
         p.set_defaults(func=cmd_scan)
 
-    p = sub.add_parser("metadata", help="print the routing table as JSON")
-    p.add_argument("--target", required=True)
-    p.add_argument("--timeout", type=float, default=10.0)
+    p = command("metadata", "print the routing table as JSON: instances, their tasks and store positions")
+    p.add_argument("--target", required=True, help="HOST:PORT of any instance (its gRPC port)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the answer")
     p.set_defaults(func=cmd_metadata)
 
-    p = sub.add_parser("gateway", help="REST gateway and dashboard over the instances of an application")
+    p = command("gateway", "REST gateway and dashboard over the instances of an application")
     p.add_argument("--bootstrap", help="bootstrap.servers: find the instances in the application's instances topic")
     p.add_argument("--application-id", help="with --bootstrap: the application whose instances to serve")
     p.add_argument("--seeds", help="or HOST:PORT,... of instances to ask (the others are learned from them)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=int, default=8080, help="port to serve HTTP on")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call to an instance")
     p.set_defaults(func=cmd_gateway)
 
     from analytics.snapshot.options import add_arguments as snapshot_arguments  # stdlib only: no pyspark here
 
-    p = sub.add_parser("snapshot", help="PySpark job: a consistent snapshot of every store of an application "
-                       "as Parquet + manifest.json (needs the analytics extra and Java 17)")
+    p = command("snapshot", "PySpark job: a consistent snapshot of every store of an application "
+                "as Parquet + manifest.json (needs the analytics extra and Java 17)")
     snapshot_arguments(p)
     p.set_defaults(func=cmd_snapshot)
 
-    p = sub.add_parser("describe", help="print the topology of an application (file or module)")
+    p = command("describe", "print the topology of an application (file or module)")
     p.add_argument("app", help="a file (examples/wordcount.py) or an importable module (examples.wordcount)")
     p.set_defaults(func=cmd_describe)
 
-    p = sub.add_parser("broker", help="the embedded dev broker (noida-db)")
-    p.add_argument("action", choices=["start", "stop", "status"])
-    p.add_argument("--port", type=int)
-    p.add_argument("--data-dir", default=".iqmesh/broker")
-    p.set_defaults(func=cmd_broker)
+    p = command("broker", "the embedded dev broker (noida-db): start, stop, status")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, what in (("start", "start the dev broker in the background (if not running) and print its "
+                          "address"),
+                         ("stop", "stop the dev broker of --data-dir"),
+                         ("status", "say whether the dev broker of --data-dir runs (exit status 1 if not)")):
+        a = actions.add_parser(action, help=what, description=what, formatter_class=HelpFormatter)
+        if action == "start":
+            a.add_argument("--port", type=int, help="Kafka port on 127.0.0.1 (default: a free one)")
+        a.add_argument("--data-dir", default=".iqmesh/broker", help="where the broker keeps its data and pid file")
+        a.set_defaults(func=cmd_broker, port=None)
 
-    p = sub.add_parser("demo", help="broker + 3 word-count instances + sample text + the REST gateway and "
-                       "dashboard; prints how to query")
-    p.add_argument("--data-dir", default=".iqmesh/demo")
-    p.add_argument("--lines", type=int, default=2000)
-    p.add_argument("--exit-when-ready", action="store_true", help="verify, print, stop everything")
+    p = command("demo", "broker + 3 word-count instances + sample text + the REST gateway and "
+                "dashboard; prints how to query")
+    p.add_argument("--data-dir", default=".iqmesh/demo", help="broker data, instance state and logs")
+    p.add_argument("--lines", type=int, default=2000, help="lines of sample text to count")
+    p.add_argument("--exit-when-ready", action="store_true",
+                   help="verify, print, stop what the demo started (default: keep running until Ctrl-C)")
     p.add_argument("--gateway-port", type=int, default=8080, help="of the dashboard (a free one if taken)")
     p.add_argument("--feed-rate", type=int, default=20, help="lines/s fed while the demo runs (0: none)")
     p.set_defaults(func=cmd_demo)
     return ap
+
+
+def _error_code(e: BaseException) -> str | None:
+    """The CODE of the error line, or None for a bug (which keeps its traceback)."""
+    import grpc
+
+    from devtools.broker import BrokerError
+
+    if isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
+        return e.code().name
+    if isinstance(e, BrokerUnreachableException):
+        return "BROKER_UNREACHABLE"
+    if isinstance(e, ConfigException):
+        return "INVALID_CONFIG"
+    if isinstance(e, TopologyException):
+        return "INVALID_TOPOLOGY"
+    if isinstance(e, StreamsException):
+        return "STREAMS_ERROR"
+    if isinstance(e, BrokerError):
+        return "BROKER_ERROR"
+    if isinstance(e, OSError):
+        return "OS_ERROR"
+    return None
+
+
+def _error_message(e: BaseException, args: argparse.Namespace) -> str:
+    import grpc
+
+    from router.unavailable import UnavailableReason
+
+    if isinstance(e, grpc.Call):
+        details = e.details() or ""
+        if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and \
+                details.split(":", 1)[0] not in UnavailableReason.__members__:
+            return f"no answer from {args.target} ({details}): is an instance serving queries there?"
+        return details
+    return str(e)
+
+
+def report_error(command: str, code: str, message: str) -> None:
+    """The one error line: ``iqmesh COMMAND: error: CODE: message`` on stderr."""
+    line = " ".join(clip(message).split())  # one line, whatever the message held
+    print(f"iqmesh {command}: error: {code}: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,8 +353,11 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
-    except StreamsException as e:
-        print(f"iqmesh: error: {e}", file=sys.stderr)
+    except Exception as e:
+        code = _error_code(e)
+        if code is None:
+            raise
+        report_error(args.command, code, _error_message(e, args))
         return 2
 
 

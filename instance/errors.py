@@ -48,3 +48,7 @@ class StreamsNotStartedException(InvalidStateStoreException):
 
 class TaskMigratedException(StreamsException):
     """The task was revoked from this instance while it was being worked on."""
+
+
+class BrokerUnreachableException(StreamsException):
+    """No Kafka broker answered at ``bootstrap.servers``."""

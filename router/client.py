@@ -65,6 +65,23 @@ def metadata_to_dict(md: pb.ReadMetadata) -> dict[str, Any]:
     }
 
 
+def routing_table_to_dict(reply: pb.MetadataReply) -> dict[str, Any]:
+    """The routing table as plain JSON: snake_case keys, numbers as numbers (protobuf's JSON mapping
+    gives camelCase and int64 as strings), lists sorted."""
+    return {
+        "asked": reply.asked,
+        "store_partitions": dict(sorted(reply.store_partitions.items())),
+        "instances": [{
+            "instance_id": i.instance_id, "endpoint": i.endpoint, "state": i.state, "alive": i.alive,
+            "heartbeat_age_ms": i.heartbeat_age_ms, "active_tasks": sorted(i.active_tasks),
+            "standby_tasks": sorted(i.standby_tasks), "restoring_tasks": sorted(i.restoring_tasks),
+            "stores": [{"store": s.store, "partition": s.partition, "role": s.role, "position": s.position,
+                        "end_offset": s.end_offset, "lag": s.lag}
+                       for s in sorted(i.stores, key=lambda s: (s.store, s.partition, s.role))],
+        } for i in reply.instances],
+    }
+
+
 class QueryClient:
     """``QueryClient("127.0.0.1:50051").get("counts", "kafka")``."""
 
@@ -146,4 +163,4 @@ def _key(k: KeyArg) -> pb.Key:
     return pb.Key(text=json.dumps(k))
 
 
-__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "metadata_to_dict"]
+__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "metadata_to_dict", "routing_table_to_dict"]

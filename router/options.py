@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from router.echo import echo
 from router.tokens import PositionToken
 
 
@@ -24,5 +25,5 @@ class QueryOptions:
         ``position`` no bound. Raises ValueError for a malformed token or one for another store."""
         bound = PositionToken.decode(position) if position else None
         if bound is not None and bound.store != store:
-            raise ValueError(f"position token is for store {bound.store!r}, not {store!r}")
+            raise ValueError(f"position token is for store {echo(bound.store)}, not {echo(store)}")
         return QueryOptions(allow_stale, max_lag if max_lag is not None and max_lag >= 0 else None, bound)

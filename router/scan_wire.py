@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
+from router.query_keys import check_query_key
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_query import ScanKind, ScanQuery
 
@@ -35,8 +36,10 @@ def parse_request(request: ScanRequest, key_bytes: Callable[[str], bytes]) -> Pa
     def key(k: pb.Key, what: str) -> bytes:
         which = k.WhichOneof("kind")
         if which == "raw":
+            check_query_key(k.raw, what)
             return k.raw
         if which == "text":
+            check_query_key(k.text, what)
             return key_bytes(k.text)
         raise ValueError(f"{what}: a key needs text or raw bytes")
 

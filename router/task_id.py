@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from router.echo import echo
+
 _TASK_ID = re.compile(r"(\d+)_(\d+)", re.ASCII)
 
 
@@ -24,5 +26,5 @@ class TaskId:
         """Inverse of ``str()``; raises ValueError for anything but ``<digits>_<digits>``."""
         m = _TASK_ID.fullmatch(text) if isinstance(text, str) else None
         if m is None:
-            raise ValueError(f"task id {text!r} is not of the form <subtopology>_<partition>, e.g. '0_3'")
+            raise ValueError(f"task id {echo(text)} is not of the form <subtopology>_<partition>, e.g. '0_3'")
         return TaskId(int(m.group(1)), int(m.group(2)))

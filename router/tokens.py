@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from router.echo import echo
+
 MAX_TOKEN_CHARS = 2048  # a store name is at most a topic name (249 chars); this is ample
 _MIN_OFFSET = -1  # "not logged": the position of a store without a changelog
 _MAX_INT64 = 2**63 - 1
@@ -40,7 +42,7 @@ class PositionToken:
         try:
             return _checked(doc)
         except ValueError as e:
-            raise ValueError(f"position token {_shown(token)} is not valid: {e}") from None
+            raise ValueError(f"position token {echo(token)} is not valid: {e}") from None
 
 
 def encode_json_token(doc: dict[str, Any]) -> str:
@@ -57,11 +59,7 @@ def decode_json_token(what: str, token: Any, fields: frozenset[str],
     try:
         return _json_doc(token, fields, max_chars)
     except ValueError as e:
-        raise ValueError(f"{what} {_shown(token)} is not valid: {e}") from None
-
-
-def _shown(token: Any) -> str:
-    return repr(token[:40] + "..." if isinstance(token, str) and len(token) > 40 else token)
+        raise ValueError(f"{what} {echo(token)} is not valid: {e}") from None
 
 
 def _json_doc(token: Any, fields: frozenset[str], max_chars: int) -> dict[str, Any]:

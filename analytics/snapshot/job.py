@@ -312,7 +312,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         manifest = run_snapshot(options_from_args(args))
     except SnapshotError as e:
-        print(f"iqmesh snapshot: error: {e}", file=sys.stderr, flush=True)
+        from instance.cli import report_error  # the error line of every iqmesh command
+
+        report_error("snapshot", "SNAPSHOT_ERROR", str(e))
         return 2
     print(json.dumps({"out": args.out, "application_id": manifest["application_id"], "source": manifest["source"],
                       "rows": {s: d["rows"] for s, d in manifest["stores"].items()},

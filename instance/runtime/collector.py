@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from instance.errors import StreamsException
+from instance.runtime.kafka_log import client_logging
 from router.partitioner import LIBRDKAFKA_PARTITIONER
 
 Headers = list[tuple[str, str | bytes | None]]
@@ -22,6 +23,7 @@ def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
                     transactional_id: str | None = None) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
+        **client_logging(),
         "client.id": client_id,
         "partitioner": LIBRDKAFKA_PARTITIONER,
         "linger.ms": 5,

@@ -20,15 +20,18 @@ from instance.errors import (
     UnknownStateStoreException,
 )
 from instance.runtime import internal_topics
+from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
 from instance.runtime.query_counters import QueryCounters
+from instance.runtime.reachability import check_reachable
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
 from instance.runtime.task_manager import TaskManager
 from instance.state.cleanup import clean_unowned_task_dirs
 from instance.topology.topology import Topology
+from router.echo import clip, echo
 from router.metadata import (
     NOT_AVAILABLE,
     ClusterView,
@@ -118,7 +121,8 @@ class KafkaStreams:
             raise IllegalStateException(f"start() is only allowed in state CREATED, not {self.state.name}")
         self._sm.set(State.REBALANCING)
         try:
-            admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers})
+            admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **client_logging()})
+            check_reachable(admin, self.config.bootstrap_servers)
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)
             ensure_metadata_topic(admin, self.config.application_id, self.config.replication_factor)
@@ -229,7 +233,7 @@ class KafkaStreams:
                         if tp in progress:
                             pos, end = progress[tp]
                         else:
-                            pos = end = task.changelog_offsets.get(tp, -1) if tp else -1
+                            pos = end = task.state.position(tp) if tp else -1
                         stores.append(StorePartitionInfo(name, tid.partition, role, pos, end, str(tid)))
                 for tid, sb in list(tm.standby.tasks.items()):
                     standby.append(str(tid))
@@ -333,7 +337,7 @@ class KafkaStreams:
         """(sub-topology, number of partitions) of ``store``: the tasks a scan of it covers."""
         if store not in self.topology.stores:
             raise UnknownStateStoreException(
-                f"unknown store {store!r}; this topology has {sorted(self.topology.stores)}")
+                f"unknown store {echo(store)}; this topology has {sorted(self.topology.stores)}")
         if self.layout is None:
             raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
         st = self.topology.subtopology_of_store(store)
@@ -369,18 +373,20 @@ class KafkaStreams:
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
         if partition is None:
             _, partition = self.store_partition(store, key)
-        kv, role, position, end, catching_up = self.local_replica(store, partition)
-        value = kv.query_get(key)
+        value, role, position, end, catching_up = self.local_replica(store, partition,
+                                                                     lambda kv: kv.query_get(key))
         return LocalRead(value is not None, value, partition, role, position, end, catching_up)
 
-    def local_replica(self, store: str, partition: int) -> tuple[Any, str, int, int, bool]:
+    def local_replica(self, store: str, partition: int, read: Callable[[Any], Any] | None = None
+                      ) -> tuple[Any, str, int, int, bool]:
         """This instance's replica of ``store`` partition (active first, then a standby) for a
         query: (store, role, position, end offset, catching up); InvalidStateStoreException if
-        there is none here. The store answers ``query_get``, ``range`` and ``all``."""
+        there is none here. The store answers ``query_get``, ``range`` and ``all``; with ``read``,
+        ``read(store)`` comes first instead, read before the position is taken."""
         if not self.state.is_running_or_rebalancing():
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
         for tm in self._task_managers():
-            found = tm.local_store(store, partition)
+            found = tm.local_store(store, partition, read)
             if found is not None:
                 return found
         raise InvalidStateStoreException(
@@ -389,12 +395,12 @@ class KafkaStreams:
     def parse_key(self, store: str, text: str) -> Any:
         if store not in self.topology.stores:
             raise UnknownStateStoreException(
-                f"unknown store {store!r}; this topology has {sorted(self.topology.stores)}")
+                f"unknown store {echo(store)}; this topology has {sorted(self.topology.stores)}")
         try:
             return self.topology.stores[store].key_serde.parse(text)
         except Exception as e:
-            raise ValueError(f"key {text!r} is not a valid {self.topology.stores[store].key_serde.name} "
-                             f"key: {e}") from e
+            raise ValueError(f"key {echo(text)} is not a valid {self.topology.stores[store].key_serde.name} "
+                             f"key: {clip(str(e), 200)}") from e
 
 
 __all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse", "LocalRead"]

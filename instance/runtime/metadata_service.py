@@ -15,6 +15,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from instance.runtime.kafka_log import client_logging
 from router.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,10 @@ class MetadataService(threading.Thread):
         #: set once the whole topic has been read: the view knows every instance
         self.loaded = threading.Event()
         self._wake = threading.Event()
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
+        self._producer = Producer({"bootstrap.servers": bootstrap, **client_logging(), "linger.ms": 0,
                                    "client.id": f"{instance_id}-metadata"})
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{application_id}-metadata",
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, **client_logging(),
+                                   "group.id": f"{application_id}-metadata",
                                    "enable.auto.commit": False, "client.id": f"{instance_id}-metadata"})
         self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
 

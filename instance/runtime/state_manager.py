@@ -129,6 +129,19 @@ class ProcessorStateManager:
             self._store_of[tp].restore_batch(records)
         self.changelog_offsets[tp] = next_offset
 
+    def position(self, tp: TopicPart) -> int:
+        """The changelog offset that reflects what the store holds now, for a query's read metadata.
+        An active task's cache holds updates its changelog has not received yet (until the next
+        commit); they take the next offsets in order, so they count. Without them the first
+        commit interval answered "position 0" with the value already counted, and a token from that
+        answer let a standby at 0 serve older state. Call it after reading the value: both parts
+        only grow, and no flush is half done while they are read."""
+        store = self._store_of.get(tp)
+        offsets = self.changelog_offsets
+        if store is None or not self.active:
+            return offsets.get(tp, 0)
+        return store.position_with_unlogged(lambda: offsets.get(tp, 0))
+
     def advance(self, tp: TopicPart, offset: int) -> None:
         """Move the position past records that carry no data (transaction markers)."""
         if offset > self.changelog_offsets.get(tp, 0):

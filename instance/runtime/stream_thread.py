@@ -22,6 +22,7 @@ from instance.config import StreamsConfig
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector, producer_config
 from instance.runtime.internal_topics import TopicLayout, internal_name
+from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.task import DeserializationHandler
@@ -64,7 +65,7 @@ class StreamThread(threading.Thread):
         self.tasks: TaskManager | None = None  # from the start of run()
         member = config.instance_id
         self.client_id = f"{thread_client_prefix(member)}{index}"
-        base = {"bootstrap.servers": config.bootstrap_servers}
+        base = {"bootstrap.servers": config.bootstrap_servers, **client_logging()}
         cconf: dict[str, Any] = {
             **base,
             "group.id": app,

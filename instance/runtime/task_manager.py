@@ -347,22 +347,30 @@ class TaskManager:
                            [self._resolve(t) for t in st.source_topics], config.in_memory_stores, self.restorer)
 
     # -- queries ----------------------------------------------------------------------------------------
-    def local_store(self, store: str, partition: int) -> tuple[KeyValueStore, str, int, int, bool] | None:
-        """(store, role, changelog position, end offset, catching up) of this thread's replica."""
+    def local_store(self, store: str, partition: int, read: Callable[[KeyValueStore], Any] | None = None
+                    ) -> tuple[Any, str, int, int, bool] | None:
+        """(store, role, changelog position, end offset, catching up) of this thread's replica;
+        with ``read``, ``read(store)`` instead of the store, the position taken after it (an active's
+        position counts what its cache holds: see ProcessorStateManager.position)."""
         changelog = self.layout.changelogs.get(store)
         tp = (changelog, partition) if changelog else None
         with self.lock:
             for tid, task in self.tasks.items():
                 if tid.partition == partition and store in task.stores:
-                    pos = task.state.changelog_offsets.get(tp, -1) if tp else -1
+                    kv = task.stores[store]
+                    got = kv if read is None else read(kv)
                     if tid in self.restoring and tp is not None:
+                        pos = task.state.changelog_offsets.get(tp, -1)
                         pos, end = self.restorer.progress(task).get(tp, (pos, pos))
-                        return task.stores[store], "RESTORING", pos, end, True
-                    return task.stores[store], "ACTIVE", pos, pos, bool(task.catch_up_to)
+                        return got, "RESTORING", pos, end, True
+                    pos = task.state.position(tp) if tp else -1
+                    return got, "ACTIVE", pos, pos, bool(task.catch_up_to)
             for tid, sb in self.standby.tasks.items():
                 if tid.partition == partition and store in sb.stores:
+                    kv = sb.stores[store]
+                    got = kv if read is None else read(kv)
                     pos, end = self.restorer.progress(sb).get(tp, (-1, -1)) if tp else (-1, -1)
-                    return sb.stores[store], "STANDBY", pos, end, False
+                    return got, "STANDBY", pos, end, False
         return None
 
 

@@ -15,6 +15,7 @@ from instance.runtime.kafka_streams import KafkaStreams
 from instance.server.replies import read_metadata
 from instance.server.scan_local import read_page
 from router.client import ChannelPool
+from router.echo import echo
 from router.forward import forward_scan, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.options import QueryOptions
@@ -103,7 +104,7 @@ class ScanService:
         try:
             serde.deserialize(kb)
         except Exception as e:
-            raise ValueError(f"raw key {kb[:40]!r} is not a {serde.name} key: {e}") from None
+            raise ValueError(f"raw key {echo(kb)} is not a {serde.name} key: {e}") from None
 
     def _partitions(self, parsed: ParsedScan, n: int) -> list[int]:
         """The partitions this request covers: those named (a forwarded scan must name them), else

@@ -24,6 +24,7 @@ from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import InstanceCounters
 from router.options import QueryOptions
 from router.partitioner import default_partition
+from router.query_keys import check_query_key
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
@@ -99,6 +100,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         store = request.store
         if not store:
             raise ValueError("store must be given")
+        check_query_key(request.raw_key or request.key)
         # the key is parsed, serialized and partitioned once per Get (the hot path)
         sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
         key_serde = streams.topology.stores[store].key_serde

@@ -9,11 +9,19 @@ from instance.errors import (
     StreamsNotStartedException,
     UnknownStateStoreException,
 )
+from router.echo import clip
 from router.unavailable import UnavailableError, UnavailableReason
 
 
 def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
-    """Code and details for ``exc``; UNAVAILABLE details start with the reason's name."""
+    """Code and details for ``exc``; UNAVAILABLE details start with the reason's name. Details
+    are clipped: they travel in a header, which gRPC limits (a message that echoed a 1 MB input
+    came back as RESOURCE_EXHAUSTED instead of its own status)."""
+    code, details = _status(exc)
+    return code, clip(details)
+
+
+def _status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(exc, UnknownStateStoreException):
         return grpc.StatusCode.NOT_FOUND, str(exc)
     if isinstance(exc, UnavailableError):

@@ -58,15 +58,16 @@ class CachingKeyValueStore(TypedStoreBase):
         """Write the dirty entries below as one batch, then forward them to the listener."""
         if not self._dirty:
             return
-        dirty, values, batch = self._take_dirty()
-        listener = self._listener
-        if listener is not None:
-            flushed = self._flushed
-            olds = list(map(flushed.get, dirty, repeat(MISSING)))
-            if any(map(is_, olds, repeat(MISSING))):  # keys put without being read: ask below,
-                load = self._load  # before the batch overwrites them
-                olds = [load(k) if o is MISSING else o for k, o in zip(dirty, olds, strict=True)]
-        self._write_below(batch)
+        with self.flush_lock:
+            dirty, values, batch = self._take_dirty()
+            listener = self._listener
+            if listener is not None:
+                flushed = self._flushed
+                olds = list(map(flushed.get, dirty, repeat(MISSING)))
+                if any(map(is_, olds, repeat(MISSING))):  # keys put without being read: ask below,
+                    load = self._load  # before the batch overwrites them
+                    olds = [load(k) if o is MISSING else o for k, o in zip(dirty, olds, strict=True)]
+            self._write_below(batch)
         # every entry is clean now: the flushed values are the cache (a copy is cheaper than an
         # update unless the cache is much larger than what was dirty)
         cache = self._cache

@@ -34,6 +34,7 @@ class MeteredKeyValueStore:
     #: changelog records straight to the bytes store (bypasses cache and changelog)
     restore_batch: Callable[[list[tuple[bytes, bytes | None]]], None]
     set_flush_listener: Callable[[FlushListener | None], None]
+    position_with_unlogged: Callable[[Callable[[], int]], int]
 
     def __init__(self, spec: StoreSpec, inner: BytesStore, store: TypedStoreBase) -> None:
         self.name = spec.name
@@ -50,6 +51,8 @@ class MeteredKeyValueStore:
         self.flush_cache = store.flush_cache
         self.restore_batch = store.restore_batch
         self.set_flush_listener = store.set_flush_listener
+        #: the changelog position that covers what the store holds (see TypedStoreBase)
+        self.position_with_unlogged = store.position_with_unlogged
 
     @property
     def before_write(self) -> Callable[[], None] | None:

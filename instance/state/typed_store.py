@@ -10,6 +10,7 @@ dict lookup and a cached put two dict stores, as before the layers were split.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
@@ -53,6 +54,9 @@ class TypedStoreBase:
         #: called before each batch reaches the bytes store (the task invalidates its checkpoint:
         #: the store now holds writes the checkpoint does not describe)
         self.before_write: Callable[[], None] | None = None
+        #: held from the swap of the dirty keys until the changelog has counted them (one lock
+        #: per batch written, none per put): a query's position is read under it
+        self.flush_lock = threading.Lock()
         #: batches and records written below (counted per batch: nothing is counted per put)
         self.batches_written = 0
         self.records_written = 0
@@ -112,8 +116,16 @@ class TypedStoreBase:
         self._cache = {k: cache[k] for k in dirty} if dirty else {}
 
     # -- writes below -------------------------------------------------------------------------
+    def position_with_unlogged(self, logged: Callable[[], int]) -> int:
+        """``logged()`` (the changelog position counted so far) plus the records the changelog will
+        receive for what the store holds now, one per dirty key. Under :attr:`flush_lock`, so never
+        in the middle of a batch (swapped out, not counted yet); puts meanwhile only add."""
+        with self.flush_lock:
+            return logged() + len(self._dirty)
+
     def _take_dirty(self) -> tuple[dict[Any, int], list[Any], Batch]:
-        """Swap out the dirty keys: (key -> timestamp, their values, the batch), serialized once."""
+        """Swap out the dirty keys: (key -> timestamp, their values, the batch), serialized once.
+        The caller holds :attr:`flush_lock` until :meth:`_write_below` returns."""
         dirty, self._dirty = self._dirty, {}
         values = list(map(self._cache.__getitem__, dirty))
         vs = self._vs

@@ -36,6 +36,7 @@ class UncachedKeyValueStore(TypedStoreBase):
         """Write the pending puts below (they were forwarded when put)."""
         if not self._dirty:
             return
-        _, _, batch = self._take_dirty()
-        self._write_below(batch)
+        with self.flush_lock:
+            _, _, batch = self._take_dirty()
+            self._write_below(batch)
         self._after_write()

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from router.echo import clip
 from router.unavailable import UnavailableReason
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class ApiError(Exception):
         self.extra = extra
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message, **self.extra}}
+        return {"error": {"code": self.code, "message": clip(self.message), **self.extra}}
 
 
 def bad_request(message: str) -> ApiError:

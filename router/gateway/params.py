@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from router.echo import echo
 from router.gateway.errors import bad_request
 
 #: entries in one range page: the instances' own bounds (instance/server/scans.py)
@@ -22,7 +23,7 @@ def boolean(q: Mapping[str, str], name: str) -> bool:
         return False
     if raw in ("true", "false"):
         return raw == "true"
-    raise bad_request(f"{name} must be true or false, got {raw!r}")
+    raise bad_request(f"{name} must be true or false, got {echo(raw)}")
 
 
 def integer(q: Mapping[str, str], name: str, default: int | None, lo: int, hi: int = _MAX_INT64) -> int | None:
@@ -30,7 +31,7 @@ def integer(q: Mapping[str, str], name: str, default: int | None, lo: int, hi: i
     if raw is None or raw == "":
         return default
     if not _INTEGER.fullmatch(raw):  # int() would also take " 5", "1_0", "+5" and other scripts' digits
-        raise bad_request(f"{name} must be an integer, got {raw!r}")
+        raise bad_request(f"{name} must be an integer, got {echo(raw)}")
     v = int(raw)
     if not lo <= v <= hi:
         raise bad_request(f"{name} must be between {lo} and {hi}, got {v}")

@@ -20,6 +20,7 @@ from typing import Any
 
 import grpc
 
+from router.client import routing_table_to_dict
 from router.gateway.backend import Backend
 from router.gateway.errors import ApiError
 from router.gateway.metrics import GatewayMetrics
@@ -32,20 +33,12 @@ STALE_AFTER_S = 5.0
 
 
 def metadata_to_json(reply: pb.MetadataReply) -> dict[str, Any]:
-    """The routing table as plain JSON (numbers stay numbers, unlike protobuf's JSON for int64)."""
-    return {
-        "asked": reply.asked,
-        "store_partitions": dict(sorted(reply.store_partitions.items())),
-        "instances": [{
-            "instance_id": i.instance_id, "endpoint": i.endpoint, "state": i.state, "alive": i.alive,
-            "heartbeat_age_ms": i.heartbeat_age_ms, "active_tasks": sorted(i.active_tasks),
-            "standby_tasks": sorted(i.standby_tasks), "restoring_tasks": sorted(i.restoring_tasks),
-            "stores": [{"store": s.store, "partition": s.partition, "role": s.role, "position": s.position,
-                        "end_offset": s.end_offset, "lag": s.lag}
-                       for s in sorted(i.stores, key=lambda s: (s.store, s.partition, s.role))],
-            "counters": counters_to_json(i.counters),
-        } for i in reply.instances],
-    }
+    """The routing table as plain JSON (the dict ``iqmesh metadata`` prints), with each instance's
+    counters."""
+    md = routing_table_to_dict(reply)
+    for inst, i in zip(md["instances"], reply.instances, strict=True):
+        inst["counters"] = counters_to_json(i.counters)
+    return md
 
 
 def counters_to_json(c: pb.InstanceCounters) -> dict[str, Any]:

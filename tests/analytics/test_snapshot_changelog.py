@@ -235,7 +235,8 @@ def test_clear_errors_before_spark_starts(bootstrap: str, tmp_path: Path, unique
     r = subprocess.run([sys.executable, "-m", "instance.cli", "snapshot", "--bootstrap", bootstrap,
                         "--application-id", app, "--out", out, "--stores", "missing"],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("iqmesh snapshot: error: application")
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
+        "iqmesh snapshot: error: SNAPSHOT_ERROR: application")
 
 
 def _token(store: str, partition: int, offset: int) -> str:

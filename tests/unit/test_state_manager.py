@@ -3,6 +3,7 @@ exactly-once rule, changelog positions."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,45 @@ def test_a_task_without_stores_takes_no_lock(tmp_path: Path) -> None:
     sm = _open(tmp_path, specs=())
     assert sm.stores == {} and not (tmp_path / "0_3").exists()
     sm.close(checkpoint=True)
+
+
+def test_position_counts_what_the_cache_holds_before_the_first_commit() -> None:
+    """Issue 9 point 7: before the first commit the value is in the cache only; the position must
+    already cover it (a token of "position 0" would let a standby at 0 answer older state)."""
+    sm = _open(None)
+    store = sm.stores["counts"]
+    assert sm.position(TP) == 0
+    store.put("a", "1")
+    store.put("a", "2")  # the same key: one changelog record at the flush
+    store.put("b", "1")
+    assert sm.changelog_offsets[TP] == 0 and sm.position(TP) == 2
+    _commit(sm)
+    assert sm.changelog_offsets[TP] == 2 and sm.position(TP) == 2
+    store.put("c", "1")
+    assert sm.position(TP) == 3
+    standby = ProcessorStateManager(TID, None, APP, active=False)
+    standby.register_stores([SPEC], in_memory=True, cache_max_entries=0, changelog_for=lambda _: None)
+    standby.restore(TP, [(b"a", b"2")], 5)
+    assert standby.position(TP) == 5  # a standby holds exactly what it restored
+
+
+def test_a_query_reads_the_position_before_or_after_a_flush_never_within() -> None:
+    """A query thread reading the position while a batch goes to the changelog (dirty keys swapped
+    out, not counted yet) would see too little: it waits for the batch to be counted."""
+    sm = ProcessorStateManager(TID, None, APP)
+    read: list[int] = []
+    reader = threading.Thread(target=lambda: read.append(sm.position(TP)))
+
+    def changelog_for(spec: StoreSpec) -> ChangelogSend:
+        def send(batch: list[tuple[bytes, bytes | None, int]]) -> None:
+            reader.start()  # mid-flush: the dirty keys are swapped out, the changelog has not counted them
+            reader.join(0.2)
+            assert reader.is_alive() and not read, "the position was read in the middle of a flush"
+            sm.logged(TP, len(batch))
+        return send
+    sm.register_stores([SPEC], in_memory=True, cache_max_entries=100, changelog_for=changelog_for)
+    for k in "abc":
+        sm.stores["counts"].put(k, "1")
+    sm.flush()
+    reader.join(10)
+    assert read == [3] and sm.position(TP) == 3
