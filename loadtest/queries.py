@@ -1,7 +1,7 @@
 """Query benchmark: Get throughput and latency of a 3-instance cluster against a bare Python gRPC
 server doing the same rocksdict lookup, on the same machine in the same run::
 
-    python -m loadtest.queries [--keys 100000] [--seconds 10] [--profile DIR]
+    python -m loadtest.queries [--keys 100000] [--seconds 10] [--reps 3] [--profile DIR] [--install]
 
 Starts a dev broker, loads ``--keys`` keys into a table application (loadtest/table_app.py, store
 ``kv``, 6 partitions) run by 3 ``iqmesh run`` instances, a gateway, and the bare server
@@ -10,7 +10,8 @@ framed gRPC request (5-byte prefix + protobuf body) over HTTP/2, or a REST GET o
 
 * bare server; a key the contacted instance owns (local); a key another instance owns
   (forwarded, one hop); REST Get through the gateway: peak throughput, p50/p99, then p50/p99 at
-  half of that peak (h2load ``--rps``);
+  half of that peak (h2load ``--rps``); the peak runs of the four are interleaved ``--reps`` times and
+  the median kept;
 * the Python routing client (``router.client.QueryClient``) from threads of this process, random
   keys, with the share of answers that took a forwarding hop;
 * ``All`` over the whole store through the Python client (rows/s).
@@ -296,6 +297,7 @@ def ensure_h2load(install: bool) -> None:
         return
     if not install:
         raise SystemExit(INSTALL_HINT)
+    subprocess.run(["apt-get", "update", "-q"], check=True)
     subprocess.run(["apt-get", "install", "-y", "-q", "nghttp2-client"], check=True)
 
 
