@@ -48,6 +48,14 @@ def plan(topology: Topology, app_id: str, existing: dict[str, int]) -> tuple[Top
     for t, spec in topology.internal_topics.items():
         if spec.num_partitions:
             counts[t] = spec.num_partitions
+    # a repartition topic joined with other topics takes their partition count (Kafka Streams'
+    # CopartitionedTopicsEnforcer), not its writer's
+    for group in topology.copartition_groups:
+        known = [counts[t] for t in group if t in counts]
+        if known:
+            for t in group:
+                if t in topology.internal_topics and t not in counts:
+                    counts[t] = max(known)
     # repartition topics with no explicit count: iterate until every count is known
     for _ in range(len(subs) + 1):
         changed = False

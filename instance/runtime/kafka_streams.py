@@ -20,6 +20,7 @@ from instance.errors import (
     UnknownStateStoreException,
 )
 from instance.runtime import internal_topics
+from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
@@ -83,6 +84,7 @@ class KafkaStreams:
         self._handler: UncaughtExceptionHandler | None = None
         self.restore_listener: StateRestoreListener | None = None
         self.threads: list[StreamThread] = []
+        self.global_thread: GlobalStreamThread | None = None
         self.layout: internal_topics.TopicLayout | None = None
         self.instance_id = self.config.instance_id
         self.view = ClusterView(liveness_ms=max(3000, 3 * self.config.heartbeat_interval_ms))
@@ -130,6 +132,13 @@ class KafkaStreams:
             self._sm.set(State.PENDING_ERROR)
             self._sm.set(State.ERROR)
             raise
+        if self.topology.global_stores:
+            try:
+                self._start_global_thread(admin)
+            except BaseException:
+                self._sm.set(State.PENDING_ERROR)
+                self._sm.set(State.ERROR)
+                raise
         self._metadata = MetadataService(self.config.bootstrap_servers, self.config.application_id,
                                          self.instance_id, self.instance_info, self.view,
                                          self.config.heartbeat_interval_ms, on_tick=self._on_metadata_tick)
@@ -140,11 +149,31 @@ class KafkaStreams:
         for i in range(self.config.num_stream_threads):
             self._start_thread(i + 1)
 
+    def _start_global_thread(self, admin: AdminClient) -> None:
+        """Load the global stores to the end of their topics before any task runs (Kafka Streams'
+        start() waits for its global thread the same way), then keep them current."""
+        g = GlobalStreamThread(self.config, self.topology, admin, self._on_global_error)
+        try:
+            g.bootstrap()
+        except BaseException:
+            g.shutdown()
+            raise
+        self.global_thread = g
+        g.start()
+
+    def _on_global_error(self, exc: BaseException) -> None:
+        """Without its global stores no task can run: the client shuts down in ERROR."""
+        self.last_error = exc
+        if self._sm.set(State.PENDING_ERROR):
+            threading.Thread(target=self._shutdown, args=(State.ERROR,), daemon=True).start()
+
     def _start_thread(self, index: int) -> None:
         assert self.layout is not None
         t = StreamThread(index, self.config, self.topology, self.layout, self._on_thread_state,
                          self._on_thread_error, self.restore_listener, self._standby_wanted,
                          self.membership)
+        if self.global_thread is not None:
+            t.global_stores = self.global_thread.stores
         self.threads.append(t)
         t.start()
 
@@ -209,6 +238,9 @@ class KafkaStreams:
                 if t is not threading.current_thread():
                     t.join(max(0.0, deadline - time.monotonic()))
                     ok = ok and not t.is_alive()
+            if self.global_thread is not None:
+                self.global_thread.shutdown(max(0.0, deadline - time.monotonic()))
+                self.global_thread = None
             self._sm.set(final)
             if self._metadata is not None:
                 self._metadata.stop(final=self.instance_info())

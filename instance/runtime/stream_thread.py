@@ -13,7 +13,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -56,6 +56,8 @@ class StreamThread(threading.Thread):
         self.topology = topology
         self.layout = layout
         self._on_state = on_state
+        #: the instance's global stores, loaded before this thread starts (KafkaStreams sets it)
+        self.global_stores: Mapping[str, Any] = {}
         self._on_error = on_error
         self.state = ThreadState.CREATED
         self._shutdown = threading.Event()
@@ -155,6 +157,7 @@ class StreamThread(threading.Thread):
                                       committed=None if self.config.eos else self._committed_lookup)
         self.tasks = TaskManager(self.name, self.config, self.topology, self.layout, self._resolve,
                                  collector, reader, self._handler)
+        self.tasks.global_stores = self.global_stores
         if self._membership is not None:
             self._membership.prepare_join(static=bool(self.config.group_instance_id))
         self._subscribe(self.tasks)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from instance.errors import SerializationException, StreamsException
@@ -62,9 +62,10 @@ class StreamTask:
                  resolve_topic: Callable[[str], str], send: Sender,
                  changelog_sender: Callable[[str, int, StreamTask], ChangelogSend],
                  state: ProcessorStateManager | None, cache_max_entries: int, in_memory: bool,
-                 on_bad_record: DeserializationHandler) -> None:
+                 on_bad_record: DeserializationHandler, global_stores: Mapping[str, Any] | None = None) -> None:
         """``state``: the task's state manager (None: no task directory, as in the
-        TopologyTestDriver); its stores are built here, in memory if ``in_memory``."""
+        TopologyTestDriver); its stores are built here, in memory if ``in_memory``.
+        ``global_stores``: the instance's global stores (read-only here), by name."""
         self.id = task_id
         self.partition = task_id.partition
         self.subtopology = subtopology
@@ -78,6 +79,7 @@ class StreamTask:
             cache_max_entries=cache_max_entries,
             changelog_for=lambda spec: changelog_sender(spec.changelog_topic(application_id), self.partition, self))
         self._processors: list[Any] = []
+        self._global_stores = global_stores or {}
         self.sources: dict[str, Callable[[Any], None]] = {}
         try:
             self._build(topology, subtopology, application_id, resolve_topic, send)
@@ -110,7 +112,7 @@ class StreamTask:
             elif isinstance(node, ProcessorNodeDef):
                 proc = node.supplier()
                 children = [callables[c] for c in node.children]
-                stores = {s: self.stores[s] for s in node.stores}
+                stores = {s: self.stores[s] if s in self.stores else self._global_store(s) for s in node.stores}
                 ctx = ProcessorContext(str(self.id), node.name, rc, children, stores, app_id, self)
                 proc.init(ctx)
                 self._processors.append(proc)
@@ -119,6 +121,12 @@ class StreamTask:
                 children = [callables[c] for c in node.children]
                 for topic in node.topics:
                     self.sources[resolve(topic)] = self._make_source(resolve(topic), node, children)
+
+    def _global_store(self, name: str) -> Any:
+        store = self._global_stores.get(name)
+        if store is None:
+            raise StreamsException(f"task {self.id}: global store {name!r} is not open on this instance")
+        return store
 
     def _make_source(self, topic: str, node: SourceNode, children: list[Callable[[Any, Any], None]]
                      ) -> Callable[[Any], None]:

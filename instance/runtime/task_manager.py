@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -51,6 +51,8 @@ class TaskManager:
         self.topology = topology
         self.layout = layout
         self._resolve = resolve
+        #: the instance's global stores (read-only for tasks); set by the stream thread
+        self.global_stores: Mapping[str, Any] = {}
         self.collector = collector
         #: the thread's changelog reader: restores active tasks, keeps standbys warm
         self.restorer = restorer
@@ -254,7 +256,7 @@ class TaskManager:
                                       eos=config.eos, lock_wait_s=5.0)  # the cleaner holds unowned dirs briefly
         task = StreamTask(tid, self.topology, self.topology.subtopologies()[tid.subtopology], config.application_id,
                           self._resolve, self.collector.send, self._changelog_sender, state, self._cache_entries,
-                          config.in_memory_stores, self._handler)
+                          config.in_memory_stores, self._handler, self.global_stores)
         self.tasks[tid] = task
         for topic in task.sources:
             self.by_tp[(topic, tid.partition)] = task

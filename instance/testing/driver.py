@@ -14,6 +14,7 @@ from typing import Any
 
 from instance.config import StreamsConfig
 from instance.errors import StreamsException
+from instance.runtime.global_state import GlobalStateManager
 from instance.runtime.task import DeserializationHandler, StreamTask
 from instance.serde import BytesSerde, Serde
 from instance.state.kv_store import KeyValueStore
@@ -71,9 +72,14 @@ class TopologyTestDriver:
         self.tasks: list[StreamTask] = []
         handler = DeserializationHandler(cfg.default_deserialization_exception_handler)
         cache_entries = cfg.statestore_cache_max_bytes // 100
+        # global stores: in memory, one partition per topic, fed by pipe_input on their topics
+        self.global_state = GlobalStateManager(topology, {g.topic: 1 for g in topology.global_stores.values()},
+                                               None, app)
+        self._global_topics = {g.topic for g in topology.global_stores.values()}
         for st in topology.subtopologies():
             task = StreamTask(TaskId(st.id, 0), topology, st, app, self._resolve, self._send,
-                              self._changelog_sender, None, cache_entries, True, handler)
+                              self._changelog_sender, None, cache_entries, True, handler,
+                              self.global_state.stores)
             self.tasks.append(task)
             for topic in task.sources:
                 self._by_topic[topic] = task
@@ -96,6 +102,11 @@ class TopologyTestDriver:
 
     def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None,
                  timestamp: int | None = None) -> None:
+        if topic in self._global_topics:
+            off = self._offsets.get(topic, 0)
+            self._offsets[topic] = off + 1
+            self.global_state.restore((topic, 0), [] if key is None else [(key, value)], off + 1)
+            return
         task = self._by_topic.get(topic)
         if task is None:
             raise StreamsException(f"unknown topic {topic!r}: the topology reads {sorted(self._by_topic)}")
@@ -131,6 +142,8 @@ class TopologyTestDriver:
         for t in self.tasks:
             if name in t.stores:
                 return t.stores[name]
+        if name in self.global_state.stores:
+            return self.global_state.stores[name]
         raise StreamsException(f"no store {name!r} in the topology")
 
     def advance_wall_clock_time(self, ms: int) -> None:
@@ -145,6 +158,7 @@ class TopologyTestDriver:
     def close(self) -> None:
         for t in self.tasks:
             t.close()
+        self.global_state.close(checkpoint=False)
 
     def __enter__(self) -> TopologyTestDriver:
         return self

@@ -1,8 +1,11 @@
 """Topology: the DSL (StreamsBuilder) and the Processor API it builds on."""
 
-from instance.topology.builder import KGroupedStream, KStream, KTable, Materialized, StreamsBuilder
+from instance.topology.builder import KGroupedStream, KStream, Materialized, StreamsBuilder
+from instance.topology.global_table import GlobalKTable
+from instance.topology.ktable import KGroupedTable, KTable
 from instance.topology.processor import BaseProcessor, Processor, ProcessorContext
+from instance.topology.table_joins import Joined
 from instance.topology.topology import Topology
 
-__all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "Materialized", "Topology",
-           "Processor", "BaseProcessor", "ProcessorContext"]
+__all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "GlobalKTable", "Joined",
+           "Materialized", "Topology", "Processor", "BaseProcessor", "ProcessorContext"]

@@ -15,7 +15,11 @@ from instance.errors import TopologyException
 from instance.serde import LongSerde, Serde
 from instance.serde.serdes import BytesSerde
 from instance.state.spec import StoreSpec
+from instance.state.versioned_store import VersionedStoreSupplier
 from instance.topology import processors as P
+from instance.topology.global_table import GlobalKTable, global_table
+from instance.topology.ktable import KTable, versioned_table, with_old_values
+from instance.topology.processors import OldValues
 from instance.topology.topology import InternalTopic, Topology
 
 
@@ -29,9 +33,14 @@ class Materialized:
     caching_enabled: bool = True
     logging_enabled: bool = True
     in_memory: bool = False
+    #: a versioned store (KIP-889) keeping this much history; only for a source table
+    history_retention_ms: int | None = None
 
     @staticmethod
-    def as_(name: str) -> Materialized:
+    def as_(name: str | VersionedStoreSupplier) -> Materialized:
+        if isinstance(name, VersionedStoreSupplier):
+            return Materialized(name=name.name, caching_enabled=False,
+                                history_retention_ms=name.history_retention_ms)
         return Materialized(name=name)
 
 
@@ -79,9 +88,17 @@ class StreamsBuilder:
         source = self.new_name("KSTREAM-SOURCE-")
         self.topology.add_source(source, topic, key_serde=ks, value_serde=vs)
         proc = self.new_name("KTABLE-SOURCE-")
-        self.topology.add_processor(proc, lambda: P.TableSourceProcessor(store), source)
+        flag = OldValues()
+        if m.history_retention_ms is not None:
+            return versioned_table(self, proc, source, store, ks, vs, m, flag)
+        self.topology.add_processor(proc, lambda: with_old_values(P.TableSourceProcessor(store), flag), source)
         self.topology.add_state_store(_spec(store, ks, vs, m), proc)
-        return KTable(self, proc, store, ks, vs)
+        return KTable(self, proc, store, ks, vs, old_values=flag)
+
+    def global_table(self, topic: str, materialized: MaterializedArg = None, key_serde: Serde | None = None,
+                     value_serde: Serde | None = None) -> GlobalKTable:
+        """A table of the whole topic on every instance (instance/topology/global_table.py)."""
+        return global_table(self, topic, materialized, key_serde, value_serde)
 
     def build(self) -> Topology:
         self.topology.subtopologies()  # validates reachability
@@ -184,6 +201,16 @@ class KStream:
         return KGroupedStream(self._b, selected.node, key_serde or self._b.default_key_serde,
                               value_serde or self.value_serde or self._b.default_value_serde, True)
 
+    def join(self, other: Any, *args: Any, **kwargs: Any) -> KStream:
+        """``join(table, joiner[, joined])`` (instance/topology/table_joins.py)."""
+        from instance.topology.table_joins import stream_join
+        return stream_join(self, other, *args, left=False, **kwargs)
+
+    def left_join(self, other: Any, *args: Any, **kwargs: Any) -> KStream:
+        """``left_join(table, joiner[, joined])``: the joiner gets None when the table has no row."""
+        from instance.topology.table_joins import stream_join
+        return stream_join(self, other, *args, left=True, **kwargs)
+
     def process(self, supplier: Callable[[], Any], *store_names: str, name: str | None = None) -> KStream:
         """Attach a Processor-API processor (its stores must be added to the topology first)."""
         out = self._add("KSTREAM-PROCESSOR-", supplier, key_changed=True, value_changed=True, name=name)
@@ -269,9 +296,10 @@ class KGroupedStream:
             parent = _insert_repartition(b, self.node, store, self.key_serde, self.value_serde, None)
         ks = m.key_serde or self.key_serde
         vs = m.value_serde or agg_value_serde
-        b.topology.add_processor(node, lambda: make(store), parent)
+        flag = OldValues()
+        b.topology.add_processor(node, lambda: with_old_values(make(store), flag), parent)
         b.topology.add_state_store(_spec(store, ks, vs, m), node)
-        return KTable(b, node, store, ks, vs)
+        return KTable(b, node, store, ks, vs, old_values=flag)
 
     def count(self, materialized: MaterializedArg = None) -> KTable:
         return self._aggregate("KSTREAM-AGGREGATE-", _materialized(materialized), LongSerde(),
@@ -288,20 +316,3 @@ class KGroupedStream:
             raise TopologyException("aggregate() needs Materialized(value_serde=...) for the aggregate")
         return self._aggregate("KSTREAM-AGGREGATE-", m, m.value_serde,
                                lambda store: P.AggregateProcessor(store, initializer, aggregator))
-
-
-class KTable:
-    """A changelog stream materialized in a store named ``queryable_store_name``."""
-
-    def __init__(self, builder: StreamsBuilder, node: str, store: str, key_serde: Serde,
-                 value_serde: Serde) -> None:
-        self._b = builder
-        self.node = node
-        self.queryable_store_name = store
-        self.key_serde = key_serde
-        self.value_serde = value_serde
-
-    def to_stream(self, name: str | None = None) -> KStream:
-        node = name or self._b.new_name("KTABLE-TOSTREAM-")
-        self._b.topology.add_processor(node, P.PassThroughProcessor, self.node)
-        return KStream(self._b, node, self.key_serde, self.value_serde, repartition_required=False)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from instance.state.change import Change
+from instance.state.typed_store import new_change
 from instance.topology.processor import BaseProcessor, ProcessorContext
 
 
@@ -108,22 +109,44 @@ class BranchProcessor(BaseProcessor):
                 return
 
 
+class OldValues:
+    """Kafka Streams' ``sendOldValues`` of one KTable node: off until a downstream operator that
+    needs the previous value (a table aggregate's subtractor, a table-table join) enables it.
+    Mutable and shared by the DSL object and its processor supplier; read once at ``init``."""
+
+    __slots__ = ("enabled",)
+
+    def __init__(self, enabled: bool = False) -> None:
+        self.enabled = enabled
+
+
+def forward_store_changes(context: ProcessorContext, store: Any, old_values: OldValues | None) -> None:
+    """Make ``store``'s flush listener forward ``(key, Change(new, old), timestamp)`` to the
+    node's children: at once without caching, on cache flush with it; ``old`` is None unless
+    ``old_values`` is enabled."""
+    forward = context.forward
+    if old_values is not None and old_values.enabled:
+        store.set_flush_listener(forward)
+        return
+
+    def on_change(key: Any, change: Change, timestamp: int) -> None:
+        forward(key, new_change(Change, (change.new_value, None)), timestamp)
+
+    store.set_flush_listener(on_change)
+
+
 class StoreForwardingProcessor(BaseProcessor):
-    """Base of processors that write a store: changes reach children when they reach the store
-    (at once without caching, on cache flush with it). Children get the new value; the store's
-    listener also has the old one (``Change``), for a child that will want it."""
+    """Base of processors that write a KTable's store: its changes reach the children as
+    ``Change(new, old)`` values when they reach the store (see :func:`forward_store_changes`)."""
 
     store_name: str
+    #: the table's ``sendOldValues`` (set by the DSL; None: never)
+    old_values: OldValues | None = None
 
     def init(self, context: ProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
-        forward = context.forward
-
-        def on_change(key: Any, change: Change, timestamp: int) -> None:
-            forward(key, change.new_value, timestamp)
-
-        self.store.set_flush_listener(on_change)
+        forward_store_changes(context, self.store, self.old_values)
         self._get = self.store.get
         self._put = self.store.put
         self._record = context.record

@@ -8,7 +8,7 @@ connected) is a sub-topology, and a task is one sub-topology on one partition.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from instance.errors import TopologyException
@@ -61,6 +61,22 @@ class InternalTopic:
     num_partitions: int | None = None  # None: as many as the upstream source topics
 
 
+@dataclass(frozen=True)
+class GlobalStore:
+    """A store every instance holds whole, filled from all partitions of ``topic`` (Kafka
+    Streams' global store): bootstrapped before processing starts, then kept up to date by the
+    global thread. The topic is its changelog, so the store itself logs nothing. Records are
+    applied as they are (``processor`` None: a GlobalKTable) or through ``processor``."""
+
+    spec: StoreSpec
+    source_name: str
+    topic: str
+    key_serde: Serde
+    value_serde: Serde
+    processor_name: str
+    processor: ProcessorSupplier | None = None
+
+
 @dataclass
 class SubTopology:
     id: int
@@ -82,6 +98,7 @@ class Topology:
         self._seq = 0
         self._internal: dict[str, InternalTopic] = {}
         self._copartition_groups: list[set[str]] = []
+        self._global_stores: dict[str, GlobalStore] = {}
         self._subtopologies: list[SubTopology] | None = None
 
     # -- building -------------------------------------------------------------------------
@@ -122,6 +139,9 @@ class Topology:
                 dup = set(n.topics) & set(topics)
                 if dup:
                     raise TopologyException(f"topic(s) {sorted(dup)} already read by source {n.name!r}")
+        for g in self._global_stores.values():
+            if g.topic in topics:
+                raise TopologyException(f"topic {g.topic!r} already feeds global store {g.spec.name!r}")
         self._nodes[name] = SourceNode(name, list(topics), key_serde or BytesSerde(),
                                        value_serde or BytesSerde(), self._next())
         return self
@@ -148,7 +168,7 @@ class Topology:
         return self
 
     def add_state_store(self, spec: StoreSpec, *processor_names: str) -> Topology:
-        if spec.name in self._stores:
+        if spec.name in self._stores or spec.name in self._global_stores:
             raise TopologyException(f"store {spec.name!r} is already added")
         for pn in processor_names:
             if not isinstance(self._nodes.get(pn), ProcessorNodeDef):
@@ -157,7 +177,39 @@ class Topology:
         self.connect_processor_and_state_stores(spec.name, *processor_names)
         return self
 
+    def add_global_store(self, spec: StoreSpec, source_name: str, topic: str, processor_name: str,
+                         processor: ProcessorSupplier | None = None, key_serde: Serde | None = None,
+                         value_serde: Serde | None = None) -> Topology:
+        """Kafka Streams' ``addGlobalStore``; any processor may then read the store (connect it
+        with :meth:`connect_processor_and_state_stores`). Its nodes belong to no sub-topology."""
+        if spec.name in self._stores or spec.name in self._global_stores:
+            raise TopologyException(f"store {spec.name!r} is already added")
+        for n in (source_name, processor_name):
+            self._check_new(n)
+        for g in self._global_stores.values():
+            if g.topic == topic:
+                raise TopologyException(f"topic {topic!r} already feeds global store {g.spec.name!r}")
+        for node in self._nodes.values():
+            if isinstance(node, SourceNode) and topic in node.topics:
+                raise TopologyException(f"topic {topic!r} is already read by source {node.name!r}")
+        self._global_stores[spec.name] = GlobalStore(
+            replace(spec, logging_enabled=False), source_name, topic, key_serde or spec.key_serde,
+            value_serde or spec.value_serde, processor_name, processor)
+        return self
+
+    @property
+    def global_stores(self) -> dict[str, GlobalStore]:
+        return self._global_stores
+
     def connect_processor_and_state_stores(self, store: str, *processor_names: str) -> Topology:
+        if store in self._global_stores:
+            for pn in processor_names:
+                node = self._nodes.get(pn)
+                if not isinstance(node, ProcessorNodeDef):
+                    raise TopologyException(f"{pn!r} is not a processor; stores connect to processors")
+                if store not in node.stores:
+                    node.stores.append(store)
+            return self
         if store not in self._stores:
             raise TopologyException(f"store {store!r} is not added")
         for pn in processor_names:
@@ -217,6 +269,8 @@ class Topology:
                 union(node.name, c)
             if isinstance(node, ProcessorNodeDef):
                 for s in node.stores:
+                    if s in self._global_stores:
+                        continue  # every task reads a global store: it joins nothing
                     if s in store_users:
                         union(store_users[s], node.name)
                     store_users[s] = node.name
@@ -230,7 +284,8 @@ class Topology:
                 raise TopologyException(
                     f"nodes {[n.name for n in members]} are not reachable from any source")
             sinks = [n.topic for n in members if isinstance(n, SinkNode)]
-            stores = [s for n in members if isinstance(n, ProcessorNodeDef) for s in n.stores]
+            stores = [s for n in members if isinstance(n, ProcessorNodeDef) for s in n.stores
+                      if s not in self._global_stores]
             subs.append(SubTopology(i, members, sources, sinks, list(dict.fromkeys(stores))))
         self._subtopologies = subs
         return subs

@@ -1,0 +1,255 @@
+"""KTable and KGroupedTable: changelog streams whose nodes forward ``Change(new, old)``.
+
+Old values follow Kafka Streams' ``sendOldValues``: each table node has an :class:`OldValues`
+flag, off by default; an operator that needs old values (``group_by``, the left side of a left
+join, both sides of an outer join, a downstream join result) enables it, and an unmaterialized node
+passes the request on to the tables it is computed from. A materialized table gets its old value
+from its own store, so the request stops there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from instance.errors import TopologyException
+from instance.serde import LongSerde, Serde
+from instance.serde.change_serde import ChangeSerde
+from instance.state.spec import StoreSpec
+from instance.topology import table_processors as TP
+from instance.topology.processors import OldValues
+from instance.topology.topology import InternalTopic, SourceNode, Topology
+
+if TYPE_CHECKING:
+    from instance.topology.builder import KStream, MaterializedArg, StreamsBuilder
+
+
+def with_old_values(proc: Any, old_values: OldValues) -> Any:
+    """Give a store-forwarding processor its table's flag (for suppliers of existing processors)."""
+    proc.old_values = old_values
+    return proc
+
+
+def store_getter(store: str) -> TP.GetterFactory:
+    return lambda context: context.get_state_store(store).get
+
+
+def source_topics(topology: Topology, node: str) -> set[str]:
+    """The topics read by the source nodes ``node`` descends from (co-partitioning groups)."""
+    out: set[str] = set()
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        nd = topology.nodes[n]
+        if isinstance(nd, SourceNode):
+            out.update(nd.topics)
+        todo.extend(nd.parents)
+    return out
+
+
+class KTable:
+    """A changelog stream; ``queryable_store_name`` is None for an unmaterialized table (computed
+    from its parents on lookup)."""
+
+    def __init__(self, builder: StreamsBuilder, node: str, store: str | None, key_serde: Serde | None,
+                 value_serde: Serde | None, *, old_values: OldValues | None = None,
+                 getter: TP.GetterFactory | None = None, getter_stores: tuple[str, ...] | None = None,
+                 upstream: tuple[KTable, ...] = ()) -> None:
+        if getter is None:
+            if store is None:
+                raise TopologyException(f"table {node}: an unmaterialized table needs a value getter")
+            getter, getter_stores = store_getter(store), (store,)
+        self._b = builder
+        self.node = node
+        self.queryable_store_name = store
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.old_values = old_values or OldValues()
+        self._getter = getter
+        self._getter_stores: tuple[str, ...] = getter_stores or ()
+        self._upstream = upstream
+        #: a versioned source table: its store's history retention (lookups as of a timestamp)
+        self.history_retention_ms: int | None = None
+
+    # -- internals shared with joins --------------------------------------------------------------
+    def enable_send_old_values(self) -> None:
+        self.old_values.enabled = True
+        if self.queryable_store_name is None:
+            for parent in self._upstream:
+                parent.enable_send_old_values()
+
+    def connect_getter(self, processor: str) -> TP.GetterFactory:
+        """Give ``processor`` access to this table's current values; returns the getter factory."""
+        for s in self._getter_stores:
+            self._b.topology.connect_processor_and_state_stores(s, processor)
+        return self._getter
+
+    def source_topics(self) -> set[str]:
+        return source_topics(self._b.topology, self.node)
+
+    def materialize(self, m: Any, prefix: str, value_serde: Serde | None) -> StoreSpec:
+        """The spec of a store for a node derived from this table (named, or named as Kafka
+        Streams does: ``<prefix>STATE-STORE-<index>``)."""
+        from instance.topology.builder import _spec
+        b = self._b
+        store = m.name or b.new_name(f"{prefix}STATE-STORE-")
+        ks = m.key_serde or self.key_serde or b.default_key_serde
+        vs = m.value_serde or value_serde or b.default_value_serde
+        return _spec(store, ks, vs, m)
+
+    # -- stateless ----------------------------------------------------------------------------------
+    def _transform(self, prefix: str, compute: Callable[[Any, Any], Any], skip_empty: bool,
+                   materialized: MaterializedArg, name: str | None, value_serde: Serde | None) -> KTable:
+        from instance.topology.builder import _materialized
+        b = self._b
+        flag = OldValues()
+        spec = None if materialized is None else self.materialize(_materialized(materialized), prefix,
+                                                                    value_serde)
+        store = None if spec is None else spec.name
+        node = name or b.new_name(prefix)
+        b.topology.add_processor(node, lambda: TP.TableTransformProcessor(compute, flag, skip_empty, store),
+                                 self.node)
+        if spec is not None:
+            b.topology.add_state_store(spec, node)
+            return KTable(b, node, spec.name, spec.key_serde, spec.value_serde, old_values=flag)
+        parent = self._getter
+
+        def getter(context: Any) -> TP.Getter:
+            get = parent(context)
+
+            def compute_get(key: Any) -> Any:
+                v = get(key)
+                return None if v is None else compute(key, v)
+            return compute_get
+        return KTable(b, node, None, self.key_serde, value_serde, old_values=flag, getter=getter,
+                      getter_stores=self._getter_stores, upstream=(self,))
+
+    def filter(self, predicate: Callable[[Any, Any], bool], materialized: MaterializedArg = None,
+               name: str | None = None) -> KTable:
+        def keep(key: Any, value: Any) -> Any:
+            return value if predicate(key, value) else None
+        return self._transform("KTABLE-FILTER-", keep, True, materialized, name, self.value_serde)
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool], materialized: MaterializedArg = None,
+                   name: str | None = None) -> KTable:
+        def keep(key: Any, value: Any) -> Any:
+            return None if predicate(key, value) else value
+        return self._transform("KTABLE-FILTER-", keep, True, materialized, name, self.value_serde)
+
+    def map_values(self, mapper: Callable[[Any], Any], materialized: MaterializedArg = None,
+                   name: str | None = None) -> KTable:
+        return self._transform("KTABLE-MAPVALUES-", lambda k, v: mapper(v), False, materialized, name,
+                               None)
+
+    def to_stream(self, name: str | None = None) -> KStream:
+        from instance.topology.builder import KStream
+        node = name or self._b.new_name("KTABLE-TOSTREAM-")
+        self._b.topology.add_processor(node, TP.TableToStreamProcessor, self.node)
+        return KStream(self._b, node, self.key_serde, self.value_serde, repartition_required=False)
+
+    # -- regrouping -----------------------------------------------------------------------------------
+    def group_by(self, selector: Callable[[Any, Any], tuple[Any, Any] | None],
+                 key_serde: Serde | None = None, value_serde: Serde | None = None) -> KGroupedTable:
+        """``selector(key, value) -> (new_key, new_value)``; aggregations of the result go
+        through a repartition topic that carries old and new values."""
+        b = self._b
+        self.enable_send_old_values()
+        node = b.new_name("KTABLE-SELECT-")
+        b.topology.add_processor(node, lambda: TP.TableRepartitionMapProcessor(selector), self.node)
+        return KGroupedTable(b, node, key_serde or b.default_key_serde,
+                             value_serde or self.value_serde or b.default_value_serde)
+
+    # -- joins -----------------------------------------------------------------------------------------
+    def join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+             materialized: MaterializedArg = None, name: str | None = None) -> KTable:
+        from instance.topology.table_joins import table_table_join
+        return table_table_join(self, other, joiner, TP.INNER, materialized, name)
+
+    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+                  materialized: MaterializedArg = None, name: str | None = None) -> KTable:
+        from instance.topology.table_joins import table_table_join
+        return table_table_join(self, other, joiner, TP.LEFT, materialized, name)
+
+    def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
+                   materialized: MaterializedArg = None, name: str | None = None) -> KTable:
+        from instance.topology.table_joins import table_table_join
+        return table_table_join(self, other, joiner, TP.OUTER, materialized, name)
+
+
+class KGroupedTable:
+    """A re-grouped table: ``aggregate(initializer, adder, subtractor)``, ``reduce(adder,
+    subtractor)``, ``count()``, each exact because the old value travels with the new one."""
+
+    def __init__(self, builder: StreamsBuilder, node: str, key_serde: Serde, value_serde: Serde) -> None:
+        self._b = builder
+        self.node = node
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+
+    def _aggregate(self, prefix: str, materialized: MaterializedArg, agg_value_serde: Serde | None,
+                   make: Callable[[str, OldValues], Any]) -> KTable:
+        from instance.topology.builder import _materialized, _spec
+        b = self._b
+        m = _materialized(materialized)
+        vs = m.value_serde or agg_value_serde
+        if vs is None:
+            raise TopologyException("aggregate() needs Materialized(value_serde=...) for the aggregate")
+        ks = m.key_serde or self.key_serde
+        # as Kafka Streams: store name, then sink, source, and the aggregate's node
+        store = m.name or b.new_name(f"{prefix}STATE-STORE-")
+        topic = f"{store}-repartition"
+        sink, source = b.new_name("KSTREAM-SINK-"), b.new_name("KSTREAM-SOURCE-")
+        node = b.new_name(prefix)
+        changes = ChangeSerde(self.value_serde)
+        b.topology.add_sink(sink, topic, self.node, key_serde=self.key_serde, value_serde=changes)
+        b.topology.add_source(source, topic, key_serde=self.key_serde, value_serde=changes)
+        b.topology.add_internal_topic(InternalTopic(topic))
+        flag = OldValues()
+        b.topology.add_processor(node, lambda: make(store, flag), source)
+        b.topology.add_state_store(_spec(store, ks, vs, m), node)
+        return KTable(b, node, store, ks, vs, old_values=flag)
+
+    def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
+                  subtractor: Callable[[Any, Any, Any], Any], materialized: MaterializedArg = None) -> KTable:
+        """``adder(key, value, agg)`` / ``subtractor(key, value, agg)`` return the new aggregate."""
+        return self._aggregate("KTABLE-AGGREGATE-", materialized, None,
+                               lambda store, flag: TP.TableAggregateProcessor(
+                                   store, initializer, adder, subtractor, flag))
+
+    def reduce(self, adder: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any],
+               materialized: MaterializedArg = None) -> KTable:
+        return self._aggregate("KTABLE-REDUCE-", materialized, self.value_serde,
+                               lambda store, flag: TP.TableReduceProcessor(store, adder, subtractor, flag))
+
+    def count(self, materialized: MaterializedArg = None) -> KTable:
+        return self._aggregate("KTABLE-AGGREGATE-", materialized, LongSerde(),
+                               lambda store, flag: TP.TableAggregateProcessor(
+                                   store, _zero, _plus_one, _minus_one, flag))
+
+
+def _zero() -> int:
+    return 0
+
+
+def _plus_one(key: Any, value: Any, agg: int) -> int:
+    return agg + 1
+
+
+def _minus_one(key: Any, value: Any, agg: int) -> int:
+    return agg - 1
+
+
+def versioned_table(builder: StreamsBuilder, proc: str, source: str, store: str, ks: Serde, vs: Serde,
+                    m: Any, flag: OldValues) -> KTable:
+    """``builder.table`` materialized in a versioned store (instance/topology/versioned.py)."""
+    from instance.topology.versioned import VersionedTableSourceProcessor, versioned_spec, versioned_view
+    retention = m.history_retention_ms
+    builder.topology.add_processor(proc, lambda: VersionedTableSourceProcessor(store, retention, flag), source)
+    builder.topology.add_state_store(versioned_spec(store, ks, vs, m), proc)
+    table = KTable(builder, proc, store, ks, vs, old_values=flag,
+                   getter=lambda context: versioned_view(context, store, retention).get, getter_stores=(store,))
+    table.history_retention_ms = retention
+    return table

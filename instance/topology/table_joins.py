@@ -1,0 +1,146 @@
+"""Joins with tables: table-table (``KTable.join / left_join / outer_join``) and stream-table
+(``KStream.join / left_join(table, joiner)``). Both sides must be co-partitioned: the topics
+they come from form a co-partitioning group, checked at start-up (internal_topics.plan); a
+stream whose key was changed is repartitioned first, as Kafka Streams does.
+
+Deviation: our key-value stores keep no per-key timestamp, so a join result carries the
+timestamp of the record that triggered it (Kafka Streams: the larger of both sides').
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from instance.errors import TopologyException
+from instance.serde import Serde
+from instance.topology import table_processors as TP
+from instance.topology.ktable import KTable, source_topics
+from instance.topology.processors import OldValues
+from instance.topology.versioned import VersionedStreamTableJoinProcessor, buffer_spec, check_grace
+
+if TYPE_CHECKING:
+    from instance.topology.builder import KStream, MaterializedArg
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Serdes and name of a stream-table join (Kafka Streams' ``Joined``): the key and stream
+    value serdes are used if the stream must be repartitioned first."""
+
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    other_value_serde: Serde | None = None
+    name: str | None = None
+    #: KIP-923: hold stream records back this long (stream time) before joining (versioned tables)
+    grace_period_ms: int | None = None
+
+    @staticmethod
+    def with_(key_serde: Serde | None, value_serde: Serde | None,
+              other_value_serde: Serde | None = None) -> Joined:
+        return Joined(key_serde, value_serde, other_value_serde)
+
+    @staticmethod
+    def as_(name: str) -> Joined:
+        return Joined(name=name)
+
+    def with_name(self, name: str) -> Joined:
+        return replace(self, name=name)
+
+    def with_grace_period(self, grace_ms: int) -> Joined:
+        if grace_ms < 0:
+            raise ValueError("grace period must not be negative")
+        return replace(self, grace_period_ms=grace_ms)
+
+
+_NAMES = {TP.INNER: ("KTABLE-JOINTHIS-", "KTABLE-JOINOTHER-"),
+          TP.LEFT: ("KTABLE-LEFTTHIS-", "KTABLE-LEFTOTHER-"),
+          TP.OUTER: ("KTABLE-OUTERTHIS-", "KTABLE-OUTEROTHER-")}
+_OTHER_MODE = {TP.INNER: TP.INNER, TP.LEFT: TP.RIGHT_OF_LEFT, TP.OUTER: TP.OUTER}
+
+
+def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], Any], mode: str,
+                     materialized: MaterializedArg, name: str | None) -> KTable:
+    """Each side's changes are joined with the other side's current value; both meet in a merge
+    node (materialized if asked). Old values: the left side sends them for a left join, both for
+    an outer join (so deleting an unmatched row deletes the result), as Kafka Streams does."""
+    from instance.topology.builder import _materialized
+    if not isinstance(right, KTable):
+        raise TopologyException(f"a table can only be joined with a KTable, got {type(right).__name__}")
+    b = left._b
+    if right._b is not b:
+        raise TopologyException("both tables of a join must come from the same StreamsBuilder")
+    if mode in (TP.LEFT, TP.OUTER):
+        left.enable_send_old_values()
+    if mode == TP.OUTER:
+        right.enable_send_old_values()
+    this_prefix, other_prefix = _NAMES[mode]
+    this_node = f"{name}-join-this" if name else b.new_name(this_prefix)
+    other_node = f"{name}-join-other" if name else b.new_name(other_prefix)
+    merge_node = name or b.new_name("KTABLE-MERGE-")
+    spec = None if materialized is None else left.materialize(_materialized(materialized),
+                                                               "KTABLE-MERGE-", None)
+    store = None if spec is None else spec.name
+    flag = OldValues()
+    # a materialized result takes old values from its store: the join sides never compute them
+    sides = OldValues() if store is not None else flag
+    get_left, get_right = left._getter, right._getter
+    other_mode = _OTHER_MODE[mode]
+    topo = b.topology
+    topo.add_processor(this_node, lambda: TP.TableTableJoinProcessor(mode, True, joiner, get_right, sides),
+                       left.node)
+    topo.add_processor(other_node, lambda: TP.TableTableJoinProcessor(other_mode, False, joiner, get_left,
+                                                                      sides), right.node)
+    right.connect_getter(this_node)
+    left.connect_getter(other_node)
+    topo.add_processor(merge_node, lambda: TP.TableJoinMergeProcessor(store, flag), this_node, other_node)
+    topo.add_copartition_group(left.source_topics() | right.source_topics())
+    if spec is not None:
+        topo.add_state_store(spec, merge_node)
+        return KTable(b, merge_node, spec.name, spec.key_serde, spec.value_serde, old_values=flag)
+    return KTable(b, merge_node, None, left.key_serde, None, old_values=flag,
+                  getter=TP.join_getter(mode, joiner, get_left, get_right),
+                  getter_stores=left._getter_stores + right._getter_stores, upstream=(left, right))
+
+
+def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any],
+                      joined: Joined | None = None, *, left: bool) -> KStream:
+    """Each stream record is joined with the table's value for its key as of now."""
+    from instance.topology.builder import KStream
+    b = stream._b
+    if table._b is not b:
+        raise TopologyException("the stream and the table of a join must come from the same StreamsBuilder")
+    j = joined or Joined()
+    if stream.repartition_required:  # a key-changing operation came before: co-partition first
+        stream = stream.repartition(name=f"{j.name}-left" if j.name else stream.node,
+                                    key_serde=j.key_serde, value_serde=j.value_serde)
+    check_grace(j.grace_period_ms, table.history_retention_ms)
+    node = j.name or b.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
+    getter = table._getter
+    retention, store = table.history_retention_ms, table.queryable_store_name
+    if retention is not None and store is not None:  # a versioned table: as of the record's time
+        grace = j.grace_period_ms or 0
+        buffer = f"{node}-grace-buffer" if grace > 0 else None
+        ks = j.key_serde or stream.key_serde or b.default_key_serde
+        vs = j.value_serde or stream.value_serde or b.default_value_serde
+        b.topology.add_processor(node, lambda: VersionedStreamTableJoinProcessor(
+            store, retention, joiner, left, grace, buffer, ks, vs), stream.node)
+        if buffer is not None:
+            b.topology.add_state_store(buffer_spec(buffer), node)
+    else:
+        b.topology.add_processor(node, lambda: TP.StreamTableJoinProcessor(getter, joiner, left), stream.node)
+    table.connect_getter(node)
+    b.topology.add_copartition_group(source_topics(b.topology, stream.node) | table.source_topics())
+    return KStream(b, node, stream.key_serde, None, repartition_required=False)
+
+
+def stream_join(stream: KStream, other: Any, *args: Any, left: bool, **kwargs: Any) -> KStream:
+    """``KStream.join / left_join``, by the type of ``other``: ``(table, joiner[, joined])`` or
+    ``(global_table, key_selector, joiner)``."""
+    from instance.topology.global_table import GlobalKTable, stream_global_join
+    if isinstance(other, KTable):
+        return stream_table_join(stream, other, *args, left=left, **kwargs)
+    if isinstance(other, GlobalKTable):
+        return stream_global_join(stream, other, *args, left=left, **kwargs)
+    raise TopologyException(f"cannot join a KStream with {type(other).__name__} here")
