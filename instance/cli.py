@@ -1,4 +1,4 @@
-"""The ``iqmesh`` command: run, get, range, prefix, all, metadata, gateway, snapshot, describe, broker, demo.
+"""The ``iqmesh`` command: run, get, range, prefix, all, watch, metadata, gateway, snapshot, describe, broker, demo.
 
 One style for every command: results are JSON on stdout with snake_case keys and numbers as
 numbers; an error is one line on stderr, ``iqmesh COMMAND: error: CODE: message`` (CODE a gRPC
@@ -109,9 +109,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_get(args: argparse.Namespace) -> int:
     from router.client import QueryClient
 
+    opts = {"allow_stale": args.allow_stale, "max_lag": args.max_lag, "position": args.position or ""}
+    windowed = args.window_from is not None or args.window_to is not None
     with QueryClient(args.target, timeout=args.timeout) as client:
-        r = client.get(args.store, args.key, allow_stale=args.allow_stale, max_lag=args.max_lag,
-                       position=args.position or "")
+        if windowed or args.sessions:
+            w = (client.session_fetch(args.store, args.key, **opts) if args.sessions else
+                 client.window_fetch(args.store, args.key, args.window_from or 0,
+                                     2**63 - 1 if args.window_to is None else args.window_to, **opts))
+            print(json.dumps({"store": args.store, "key": args.key, "metadata": w.metadata,
+                              "windows": [{"start": s, "end": e, "value": v} for s, e, v in w.windows]}),
+                  flush=True)
+            return 0
+        r = client.get(args.store, args.key, **opts)
     print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.value,
                       "metadata": r.metadata}), flush=True)
     return 0
@@ -137,6 +146,40 @@ def cmd_scan(args: argparse.Namespace) -> int:
                               "partition": item.partition}), flush=True)
     print(json.dumps({"store": args.store, "complete": scan.complete, "missing": scan.missing,
                       "partitions": [scan.partitions[p] for p in sorted(scan.partitions)]}), flush=True)
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """One JSON line per committed change (or routing event) as it happens, until --limit changes
+    or --duration seconds; then one line with the token that resumes after the last change."""
+    import dataclasses
+
+    from router.client import QueryClient
+    from router.watch_client import Change
+
+    changes = 0
+    with QueryClient(args.target, timeout=args.timeout) as client:
+        watch = client.watch(args.store, args.key, prefix=args.prefix, all_keys=args.all,
+                             resume_token=args.resume or "", from_beginning=args.from_beginning, with_json=True,
+                             timeout=args.duration)
+        try:
+            for item in watch:
+                if isinstance(item, Change):
+                    changes += 1
+                    print(json.dumps({"key": json.loads(item.key_json), "value": json.loads(item.value_json),
+                                      "deleted": item.deleted, "partition": item.partition, "offset": item.offset,
+                                      "timestamp_ms": item.timestamp_ms, "resume_token": item.resume_token}),
+                          flush=True)
+                    if args.limit is not None and changes >= args.limit:
+                        break
+                else:
+                    print(json.dumps({"routing": dataclasses.asdict(item)}), flush=True)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watch.close()
+    print(json.dumps({"end": {"changes": changes, "resume_token": watch.resume_token, "served_by": watch.served_by}}),
+          flush=True)
     return 0
 
 
@@ -237,6 +280,9 @@ def parser() -> argparse.ArgumentParser:
     p = command("get", "query one key through any instance; one JSON object")
     _query_args(p, "seconds to wait for the answer")
     p.add_argument("--key", required=True, help="the key as text, parsed with the store's key serde")
+    p.add_argument("--window-from", type=int, help="window store: the windows starting at or after (ms)")
+    p.add_argument("--window-to", type=int, help="window store: the windows starting at or before (ms)")
+    p.add_argument("--sessions", action="store_true", help="session store: the key's sessions")
     p.set_defaults(func=cmd_get)
 
     for name, what in (("range", "entries from --from to --to (inclusive, by serialized key)"),
@@ -254,6 +300,22 @@ def parser() -> argparse.ArgumentParser:
                        help="fail rather than leave out partitions that cannot answer (default: leave out, "
                        "and say which)")
         p.set_defaults(func=cmd_scan)
+
+    p = command("watch", "committed changes of a key, a prefix or a whole store as they happen, through any "
+                "instance (rebalances included); JSON lines, then one line with the token that resumes")
+    p.add_argument("--target", required=True, help="HOST:PORT of any instance (its gRPC port)")
+    p.add_argument("--store", required=True, help="name of the state store, e.g. counts")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--key", help="watch this key (text, parsed with the store's key serde)")
+    target.add_argument("--prefix", help="watch the keys starting with this prefix (text)")
+    target.add_argument("--all", action="store_true", help="watch every key")
+    p.add_argument("--resume", help="resume_token of an earlier line: go on right after it (default: from now)")
+    p.add_argument("--from-beginning", action="store_true",
+                   help="without --resume: first every change the changelog still holds")
+    p.add_argument("--limit", type=int, help="stop after this many changes (default: no limit)")
+    p.add_argument("--duration", type=float, help="stop after this many seconds (default: run until Ctrl-C)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call while finding an instance")
+    p.set_defaults(func=cmd_watch)
 
     p = command("metadata", "print the routing table as JSON: instances, their tasks and store positions")
     p.add_argument("--target", required=True, help="HOST:PORT of any instance (its gRPC port)")

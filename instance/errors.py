@@ -52,3 +52,11 @@ class TaskMigratedException(StreamsException):
 
 class BrokerUnreachableException(StreamsException):
     """No Kafka broker answered at ``bootstrap.servers``."""
+
+
+class StoreNotLoggedException(StreamsException):
+    """The store has no changelog, so its changes cannot be watched."""
+
+
+class TooManyWatchesException(StreamsException):
+    """This instance serves as many watches as it may; another instance can take the watch."""

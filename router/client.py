@@ -15,6 +15,7 @@ from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.scan_pages import Scan, ScanItem
 from router.scan_wire import ScanRequest, method_of
+from router.watch_client import Endpoints, Watch, watch_request
 
 #: a key as the client takes it: text parsed with the store's key serde, the serialized bytes, or
 #: any other value as its JSON text (numbers for int/long keys, objects for json keys)
@@ -54,6 +55,19 @@ class ChannelPool:
                 ch.close()
             self._channels.clear()
             self._stubs.clear()
+
+
+@dataclass(frozen=True)
+class WindowsResult:
+    """``windows``: (start ms, end ms, value decoded from JSON), as the store orders them."""
+
+    windows: list[tuple[int, int, Any]]
+    metadata: dict[str, Any]
+
+
+def _windows(reply: pb.WindowFetchReply) -> WindowsResult:
+    return WindowsResult([(w.start, w.end, json.loads(w.value_json)) for w in reply.windows],
+                         metadata_to_dict(reply.metadata))
 
 
 def metadata_to_dict(md: pb.ReadMetadata) -> dict[str, Any]:
@@ -99,6 +113,19 @@ class QueryClient:
         value = json.loads(reply.value_json) if reply.found else None
         return QueryResult(reply.found, value, metadata_to_dict(reply.metadata))
 
+    def window_fetch(self, store: str, key: str, time_from: int, time_to: int, allow_stale: bool = False,
+                     max_lag: int | None = None, position: str = "") -> WindowsResult:
+        """The key's windows starting in ``[time_from, time_to]`` (ms) of a window store."""
+        req = pb.WindowFetchRequest(store=store, key=key, time_from=time_from, time_to=time_to,
+                                    options=_options(allow_stale, max_lag, position))
+        return _windows(self._pool.stub(self.target).WindowFetch(req, timeout=self.timeout))
+
+    def session_fetch(self, store: str, key: str, allow_stale: bool = False, max_lag: int | None = None,
+                      position: str = "") -> WindowsResult:
+        """The key's sessions of a session store."""
+        req = pb.SessionFetchRequest(store=store, key=key, options=_options(allow_stale, max_lag, position))
+        return _windows(self._pool.stub(self.target).SessionFetch(req, timeout=self.timeout))
+
     # -- scans: iterators over every partition of a store, paging transparently ----------------
     def multi_get(self, store: str, keys: Iterable[KeyArg], **opts: Any) -> Scan:
         """The values of ``keys`` (each once, in key-byte order; a missing key has found=False)."""
@@ -135,6 +162,17 @@ class QueryClient:
         method = getattr(self._pool.stub(self.target), method_of(request))
         return Scan(lambda r: method(r, timeout=self.timeout), request, page_size, limit, page_token)
 
+    def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
+              resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
+              timeout: float | None = None) -> Watch:
+        """The committed changes of one key, a prefix or every key of ``store`` as they happen
+        (router/watch_client.py); ``timeout``: stop after that many seconds (None: never)."""
+        req = watch_request(store, None if key is None else _key(key), None if prefix is None else _key(prefix),
+                            all_keys, resume_token, from_beginning, with_json)
+        stub = self._pool.stub
+        return Watch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
+                     Endpoints(stub, [self.target], self.timeout), req, timeout)
+
     def metadata(self) -> pb.MetadataReply:
         return self._pool.stub(self.target).Metadata(pb.MetadataRequest(), timeout=self.timeout)
 
@@ -163,4 +201,5 @@ def _key(k: KeyArg) -> pb.Key:
     return pb.Key(text=json.dumps(k))
 
 
-__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "metadata_to_dict", "routing_table_to_dict"]
+__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "Watch", "metadata_to_dict",
+           "routing_table_to_dict"]

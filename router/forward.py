@@ -53,6 +53,25 @@ def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
     return reply
 
 
+def forward_fetch(pool: ChannelPool, endpoint: str, request: pb.WindowFetchRequest | pb.SessionFetchRequest,
+                  timeout: float = FORWARD_TIMEOUT_S) -> pb.WindowFetchReply:
+    """``forward_get`` for WindowFetch and SessionFetch."""
+    fwd = type(request)()
+    fwd.CopyFrom(request)
+    fwd.forwarded = True
+    stub = pool.stub(endpoint)
+    call = stub.WindowFetch if isinstance(request, pb.WindowFetchRequest) else stub.SessionFetch
+    try:
+        reply: pb.WindowFetchReply = call(fwd, timeout=timeout)
+    except grpc.RpcError as e:
+        refused = _refusal(endpoint, e)
+        if refused is None:
+            raise
+        raise refused from e
+    reply.metadata.forwarded = True
+    return reply
+
+
 def forward_scan(pool: ChannelPool, endpoint: str, request: ScanRequest,
                  timeout: float = FORWARD_TIMEOUT_S) -> ReceivedPage:
     """Ask ``endpoint`` for one page of a scan it answers itself (``request.forwarded`` set, its

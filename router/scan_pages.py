@@ -90,7 +90,7 @@ class Scan:
             self.pages += 1
             if decode is None:
                 self.key_serde, self.value_serde = page.header.key_serde, page.header.value_serde
-                decode = _serde(self.key_serde), _serde(self.value_serde)
+                decode = decode_serde(self.key_serde), decode_serde(self.value_serde)
             for s in page.partitions:
                 self.partitions[s.partition] = status_to_dict(s)
                 if not s.available:
@@ -114,7 +114,7 @@ class Scan:
         return left if self.page_size == 0 else min(self.page_size, left)
 
 
-def _serde(name: str) -> Serde:
+def decode_serde(name: str) -> Serde:
     """The serde of that name; a store's own custom serde is unknown here: its bytes as they are."""
     try:
         return serde_by_name(name)

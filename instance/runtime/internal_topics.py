@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.errors import StreamsException, TopologyException
+from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
 
 
@@ -100,16 +101,24 @@ def plan(topology: Topology, app_id: str, existing: dict[str, int]) -> tuple[Top
         if rt not in existing:
             to_create.append(NewTopic(rt, num_partitions=partitions[rt], replication_factor=1,
                                       config={"cleanup.policy": "delete"}))
-    for cl in changelogs.values():
+    for store, cl in changelogs.items():
         if cl not in existing:
             to_create.append(NewTopic(cl, num_partitions=partitions[cl], replication_factor=1,
-                                      config={"cleanup.policy": "compact"}))
+                                      config=changelog_config(topology.stores[store])))
     for t, n in partitions.items():
         if t in existing and existing[t] != n:
             raise TopologyException(
                 f"internal topic {t} has {existing[t]} partitions but the topology needs {n}; "
                 f"delete it (or use a new application.id)")
     return TopicLayout(partitions, tasks, changelogs), to_create
+
+
+def changelog_config(spec: StoreSpec) -> dict[str, str]:
+    """Compacted; a window or session store's changelog also deletes what retention expired
+    (plus a day, Kafka Streams' ``windowstore.changelog.additional.retention.ms``)."""
+    if not spec.windowed:
+        return {"cleanup.policy": "compact"}
+    return {"cleanup.policy": "compact,delete", "retention.ms": str(spec.retention_ms + 86_400_000)}
 
 
 def existing_topics(admin: AdminClient, timeout: float = 10.0) -> dict[str, int]:

@@ -21,7 +21,7 @@ from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBy
 from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.spec import StoreSpec
-from instance.state.store_builder import build_key_value_store
+from instance.state.store_builder import build_store
 from router.task_id import TaskId
 
 TopicPart = tuple[str, int]
@@ -105,8 +105,8 @@ class ProcessorStateManager:
                 inner = RocksDBBytesStore(spec.name, task_dir / "rocksdb" / spec.name)
             else:
                 inner = InMemoryBytesStore(spec.name)
-            store = build_key_value_store(spec, inner, changelog_for(spec) if self.active else None,
-                                          cache_max_entries if self.active else 0)
+            store = build_store(spec, inner, changelog_for(spec) if self.active else None,
+                                cache_max_entries if self.active else 0)
             if self.active:
                 store.before_write = self.invalidate_checkpoint
             self.stores[spec.name] = store

@@ -18,8 +18,9 @@ from instance.runtime.query_counters import QuerySlot
 from instance.server.replies import read_metadata, value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
+from instance.server.watch import WatchService
 from router.client import ChannelPool
-from router.forward import forward_get, hop_timeout
+from router.forward import forward_fetch, forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import InstanceCounters
 from router.options import QueryOptions
@@ -59,6 +60,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.pool = ChannelPool()
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
+        self.watches = WatchService(streams)
         self.counters = streams.query_counters
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
@@ -93,6 +95,17 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         if replies and replies[-1].HasField("end"):
             slot.scan_entries += replies[-1].end.count
         return iter(replies)
+
+    def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[pb.WatchReply]:
+        """The changes of a store from its changelog (instance/server/watch.py); the consumer is
+        closed as soon as the call ends, however it ends."""
+        try:
+            stream = self.watches.open(request)
+        except Exception as e:
+            _abort(context, e)
+        if not context.add_callback(stream.close):
+            stream.close()  # the call has ended already
+        return _guarded(context, stream.replies())
 
     def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
              slot: QuerySlot) -> pb.GetReply:
@@ -152,6 +165,74 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             reply.value = spec.value_serde.serialize(read.value)  # type: ignore[assignment]
         return reply
 
+    def WindowFetch(self, request: pb.WindowFetchRequest, context: grpc.ServicerContext) -> pb.WindowFetchReply:
+        try:
+            return self._fetch(request, context.time_remaining)
+        except Exception as e:
+            _abort(context, e)
+
+    def SessionFetch(self, request: pb.SessionFetchRequest, context: grpc.ServicerContext) -> pb.WindowFetchReply:
+        try:
+            return self._fetch(request, context.time_remaining)
+        except Exception as e:
+            _abort(context, e)
+
+    def _fetch(self, request: pb.WindowFetchRequest | pb.SessionFetchRequest,
+               time_remaining: Callable[[], float | None]) -> pb.WindowFetchReply:
+        """WindowFetch / SessionFetch: routed by key exactly like Get."""
+        streams = self.streams
+        if not request.store:
+            raise ValueError("store must be given")
+        store = request.store
+        spec = streams.topology.stores.get(store)
+        kind = "window" if isinstance(request, pb.WindowFetchRequest) else "session"
+        if spec is not None and spec.kind != kind:
+            raise ValueError(f"store {store!r} is a {spec.kind} store, not a {kind} store")
+        key = (spec.key_serde.deserialize(request.raw_key) if spec and request.raw_key
+               else streams.parse_key(store, request.key))
+        options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
+
+        def answer_local() -> pb.WindowFetchReply:
+            return self._fetch_local(request, key, options)
+
+        def forward(endpoint: str) -> pb.WindowFetchReply:
+            return forward_fetch(self.pool, endpoint, request, hop_timeout(time_remaining()))
+
+        task = None
+        if not request.forwarded:
+            streams.query_metadata_for_key(store, key)
+            task = TaskId(*streams.store_partition(store, key))
+        router = QueryRouter(streams.view, streams.instance_id)
+        return router.route(store, task, options, answer_local, forward, forwarded=request.forwarded,
+                            local_state=streams.state.name)
+
+    def _fetch_local(self, request: pb.WindowFetchRequest | pb.SessionFetchRequest, key: Any,
+                     options: QueryOptions) -> pb.WindowFetchReply:
+        streams = self.streams
+        store = request.store
+        _, partition = streams.store_partition(store, key)
+
+        def read(local: Any) -> list[tuple[int, int, Any]]:  # before the position is taken
+            if isinstance(request, pb.WindowFetchRequest):
+                size = local.window_size_ms
+                return [(s, s + size, v) for s, v in local.fetch(key, request.time_from, request.time_to)]
+            return [(w.window.start, w.window.end, v) for w, v in local.fetch(key)]
+
+        try:
+            windows, role, position, end, catching_up = streams.local_replica(store, partition, read)
+        except InvalidStateStoreException as e:
+            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
+        replica = LocalReplica(Role(role), partition, position, end, catching_up)
+        check_local_read(store, replica, options)
+        spec = streams.topology.stores[store]
+        vs = spec.value_serde.serialize
+        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
+                             streams.state.name, request.forwarded)
+        return pb.WindowFetchReply(
+            windows=[pb.WindowEntry(start=s, end=e, value=vs(v) or b"", value_json=value_to_json(v))
+                     for s, e, v in windows],
+            metadata=meta, value_serde=spec.value_serde.name)
+
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         streams = self.streams
         now = int(time.time() * 1000)
@@ -177,6 +258,14 @@ def _counters_pb(c: InstanceCounters) -> pb.InstanceCounters:
         records_processed=c.records_processed, gets_local=c.gets_local, gets_for_peers=c.gets_for_peers,
         gets_forwarded=c.gets_forwarded, get_seconds=c.get_seconds, scans=c.scans, scan_entries=c.scan_entries,
         query_errors=dict(c.query_errors))
+
+
+def _guarded(context: grpc.ServicerContext, replies: Iterator[pb.WatchReply]) -> Iterator[pb.WatchReply]:
+    """``replies``, a failure mid-stream ending the call with its mapped status."""
+    try:
+        yield from replies
+    except Exception as e:
+        _abort(context, e)
 
 
 def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None = None) -> NoReturn:

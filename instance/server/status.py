@@ -6,7 +6,9 @@ import grpc
 
 from instance.errors import (
     InvalidStateStoreException,
+    StoreNotLoggedException,
     StreamsNotStartedException,
+    TooManyWatchesException,
     UnknownStateStoreException,
 )
 from router.echo import clip
@@ -24,6 +26,10 @@ def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
 def _status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(exc, UnknownStateStoreException):
         return grpc.StatusCode.NOT_FOUND, str(exc)
+    if isinstance(exc, StoreNotLoggedException):
+        return grpc.StatusCode.FAILED_PRECONDITION, str(exc)
+    if isinstance(exc, TooManyWatchesException):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
     if isinstance(exc, UnavailableError):
         tried = f" tried={','.join(exc.tried)}" if exc.tried else ""
         return grpc.StatusCode.UNAVAILABLE, f"{exc.reason.name}: {exc}{tried}"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from itertools import islice, takewhile
 from pathlib import Path
 from typing import Protocol, cast
 
 from rocksdict import DbClosedError, Options, Rdict, WriteBatch, WriteOptions
 
 from instance.errors import InvalidStateStoreException
+from instance.state.sorted_keys import SortedKeys
 
 _ITER_CHUNK = 1000
 
@@ -79,16 +80,17 @@ class RocksDBBytesStore:
             if not self._open:
                 raise InvalidStateStoreException(f"store {self.name} is closed (migrated?)")
             try:
-                it = self._db.items(from_key=start) if start is not None else self._db.items()
                 # raw_mode: keys and values are bytes (the stub types them as any Rdict key/value)
-                chunk = list(islice(cast(Iterator[tuple[bytes, bytes]], it), _ITER_CHUNK))
+                it = cast(Iterator[tuple[bytes, bytes]],
+                          self._db.items(from_key=start) if start is not None else self._db.items())
+                if end is None:
+                    chunk = list(islice(it, _ITER_CHUNK))
+                else:  # stop at the end: a short range (a window fetch) reads only itself
+                    chunk = list(islice(takewhile(lambda kv: kv[0] < end, it), _ITER_CHUNK))
                 del it
             except DbClosedError as e:
                 raise InvalidStateStoreException(f"store {self.name} is closed (migrated?)") from e
-            for k, v in chunk:
-                if end is not None and k >= end:
-                    return
-                yield k, v
+            yield from chunk
             if len(chunk) < _ITER_CHUNK:
                 return
             start = chunk[-1][0] + b"\x00"  # the next key after the last one read
@@ -113,25 +115,32 @@ class RocksDBBytesStore:
 
 
 class InMemoryBytesStore:
-    """A dict; ordered iteration sorts on demand (queries, not the hot path)."""
+    """A dict, and its keys kept sorted (``sorted_keys.py``): window and session stores
+    range-fetch on the hot path."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._data: dict[bytes, bytes] = {}
+        self._keys = SortedKeys()
         self.get: Callable[[bytes], bytes | None] = self._data.get  # the bound dict.get: no extra call
 
     def write(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        d = self._data
+        d, keys = self._data, self._keys
         for k, v in items:
             if v is None:
-                d.pop(k, None)
+                if d.pop(k, None) is not None:
+                    keys.discard(k)
             else:
+                if k not in d:
+                    keys.add(k)
                 d[k] = v
 
     def items(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        for k in sorted(self._data):
-            if (start is None or k >= start) and (end is None or k < end):
-                yield k, self._data[k]
+        data = self._data
+        for k in self._keys.range(start, end):  # a copy: writes while a caller iterates are safe
+            v = data.get(k)
+            if v is not None:
+                yield k, v
 
     def approximate_num_entries(self) -> int:
         return len(self._data)
@@ -144,3 +153,4 @@ class InMemoryBytesStore:
 
     def destroy(self) -> None:
         self._data.clear()
+        self._keys.clear()

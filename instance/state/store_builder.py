@@ -1,27 +1,60 @@
-"""Composes a task's key-value store from its spec (Kafka Streams' ``KeyValueStoreBuilder``): the
-only place the layers are put together."""
+"""Composes a task's store from its spec (Kafka Streams' ``KeyValueStoreBuilder``,
+``WindowStoreBuilder``, ``SessionStoreBuilder``): the only place the layers are put together."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from instance.state import session_store, window_store
 from instance.state.bytes_store import BytesStore
 from instance.state.caching import CachingKeyValueStore
 from instance.state.change_logging import ChangeLoggingKeyValueStore, ChangelogSend
 from instance.state.kv_store import KeyValueStore
 from instance.state.metered import MeteredKeyValueStore
+from instance.state.segmented import SegmentedBytesStore, segment_interval
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import TypedStoreBase
 from instance.state.uncached import UncachedKeyValueStore
 
 
-def build_key_value_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
-                          cache_max_entries: int) -> KeyValueStore:
-    """Metered -> Caching (or Uncached: ``spec.caching_enabled`` false or ``cache_max_entries`` 0)
+def _typed(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
+           cache_max_entries: int) -> TypedStoreBase:
+    """Caching (or Uncached: ``spec.caching_enabled`` false or ``cache_max_entries`` 0)
     -> ChangeLogging (if ``spec.logging_enabled`` and there is a changelog) -> ``inner``."""
     logged = (ChangeLoggingKeyValueStore(inner, changelog)
               if spec.logging_enabled and changelog is not None else None)
-    typed: TypedStoreBase
     if spec.caching_enabled and cache_max_entries > 0:
-        typed = CachingKeyValueStore(spec, inner, logged, cache_max_entries)
-    else:
-        typed = UncachedKeyValueStore(spec, inner, logged, cache_max_entries)
-    return MeteredKeyValueStore(spec, inner, typed)
+        return CachingKeyValueStore(spec, inner, logged, cache_max_entries)
+    return UncachedKeyValueStore(spec, inner, logged, cache_max_entries)
+
+
+def build_key_value_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
+                          cache_max_entries: int) -> KeyValueStore:
+    """Metered -> Caching/Uncached -> ChangeLogging -> ``inner``."""
+    return MeteredKeyValueStore(spec, inner, _typed(spec, inner, changelog, cache_max_entries))
+
+
+def build_window_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
+                       cache_max_entries: int) -> window_store.WindowStore:
+    """WindowStore -> the key-value layers (tuple keys) -> SegmentedBytesStore -> ``inner``."""
+    seg = SegmentedBytesStore(inner, segment_interval(spec.retention_ms), window_store.SUFFIX)
+    typed = _typed(window_store.typed_spec(spec), seg, changelog, cache_max_entries)
+    return window_store.WindowStore(spec, seg, typed)
+
+
+def build_session_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
+                        cache_max_entries: int) -> session_store.SessionStore:
+    """SessionStore -> the key-value layers (tuple keys) -> SegmentedBytesStore -> ``inner``."""
+    seg = SegmentedBytesStore(inner, segment_interval(spec.retention_ms), session_store.SUFFIX)
+    typed = _typed(session_store.typed_spec(spec), seg, changelog, cache_max_entries)
+    return session_store.SessionStore(spec, seg, typed)
+
+
+def build_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
+                cache_max_entries: int) -> Any:
+    """The store ``spec.kind`` names."""
+    if spec.kind == "window":
+        return build_window_store(spec, inner, changelog, cache_max_entries)
+    if spec.kind == "session":
+        return build_session_store(spec, inner, changelog, cache_max_entries)
+    return build_key_value_store(spec, inner, changelog, cache_max_entries)

@@ -18,6 +18,8 @@ from instance.runtime.global_state import GlobalStateManager
 from instance.runtime.task import DeserializationHandler, StreamTask
 from instance.serde import BytesSerde, Serde
 from instance.state.kv_store import KeyValueStore
+from instance.state.session_store import SessionStore
+from instance.state.window_store import WindowStore
 from instance.topology.topology import Topology
 from router.task_id import TaskId
 
@@ -145,6 +147,23 @@ class TopologyTestDriver:
         if name in self.global_state.stores:
             return self.global_state.stores[name]
         raise StreamsException(f"no store {name!r} in the topology")
+
+    def get_window_store(self, name: str) -> WindowStore:
+        store = self.get_key_value_store(name)
+        if not isinstance(store, WindowStore):
+            raise StreamsException(f"store {name!r} is not a window store")
+        return store
+
+    def get_session_store(self, name: str) -> SessionStore:
+        store = self.get_key_value_store(name)
+        if not isinstance(store, SessionStore):
+            raise StreamsException(f"store {name!r} is not a session store")
+        return store
+
+    def dropped_records_total(self) -> int:
+        """Records the processors dropped (late for their window, null key...): Kafka Streams'
+        ``dropped-records-total`` task metric summed over the tasks."""
+        return sum(getattr(p, "dropped_records", 0) for t in self.tasks for p in t._processors)
 
     def advance_wall_clock_time(self, ms: int) -> None:
         if ms < 0:

@@ -4,8 +4,23 @@ from instance.topology.builder import KGroupedStream, KStream, Materialized, Str
 from instance.topology.global_table import GlobalKTable
 from instance.topology.ktable import KGroupedTable, KTable
 from instance.topology.processor import BaseProcessor, Processor, ProcessorContext
+from instance.topology.stream_joins import StreamJoined
+from instance.topology.suppress import BufferConfig, Suppressed
 from instance.topology.table_joins import Joined
 from instance.topology.topology import Topology
+from instance.topology.windows import (
+    EmitStrategy,
+    JoinWindows,
+    SessionWindow,
+    SessionWindows,
+    SlidingWindows,
+    TimeWindow,
+    TimeWindows,
+    Windowed,
+)
 
 __all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "GlobalKTable", "Joined",
-           "Materialized", "Topology", "Processor", "BaseProcessor", "ProcessorContext"]
+           "Materialized", "Topology", "Processor", "BaseProcessor", "ProcessorContext",
+           # windows, joins, suppression
+           "TimeWindows", "SlidingWindows", "SessionWindows", "JoinWindows", "EmitStrategy", "Windowed",
+           "TimeWindow", "SessionWindow", "StreamJoined", "Suppressed", "BufferConfig"]

@@ -35,6 +35,8 @@ class Materialized:
     in_memory: bool = False
     #: a versioned store (KIP-889) keeping this much history; only for a source table
     history_retention_ms: int | None = None
+    #: window and session stores: how long windows are kept (default: window size + grace)
+    retention_ms: int | None = None
 
     @staticmethod
     def as_(name: str | VersionedStoreSupplier) -> Materialized:
@@ -202,14 +204,33 @@ class KStream:
                               value_serde or self.value_serde or self._b.default_value_serde, True)
 
     def join(self, other: Any, *args: Any, **kwargs: Any) -> KStream:
-        """``join(table, joiner[, joined])`` (instance/topology/table_joins.py)."""
-        from instance.topology.table_joins import stream_join
-        return stream_join(self, other, *args, left=False, **kwargs)
+        """``join(other_stream, joiner, join_windows[, stream_joined])`` (windowed stream-stream),
+        ``join(table, joiner[, joined])`` or ``join(global_table, key_selector, joiner)``; joiners
+        are ``(left_value, right_value) -> value``."""
+        return self._join("inner", other, *args, **kwargs)
 
     def left_join(self, other: Any, *args: Any, **kwargs: Any) -> KStream:
-        """``left_join(table, joiner[, joined])``: the joiner gets None when the table has no row."""
+        """As :meth:`join`; the joiner gets None for a missing right side (for a stream-stream join,
+        once the left record's window closes)."""
+        return self._join("left", other, *args, **kwargs)
+
+    def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any], windows: Any = None,
+                   stream_joined: Any = None) -> KStream:
+        """Stream-stream outer join: unmatched records of either side once their window closes."""
+        return self._join("outer", other, joiner, windows, stream_joined)
+
+    def _join(self, kind: str, other: Any, *args: Any, **kwargs: Any) -> KStream:
+        if isinstance(other, KStream):
+            from instance.topology.stream_joins import stream_stream_join
+
+            def windowed(joiner: Callable[[Any, Any], Any], windows: Any = None,
+                         stream_joined: Any = None) -> KStream:
+                return stream_stream_join(self, other, joiner, windows, kind, stream_joined)
+            return windowed(*args, **kwargs)
+        if kind == "outer":
+            raise TopologyException("outer_join takes a KStream (tables: KTable.outer_join)")
         from instance.topology.table_joins import stream_join
-        return stream_join(self, other, *args, left=True, **kwargs)
+        return stream_join(self, other, *args, left=kind == "left", **kwargs)
 
     def process(self, supplier: Callable[[], Any], *store_names: str, name: str | None = None) -> KStream:
         """Attach a Processor-API processor (its stores must be added to the topology first)."""
@@ -308,6 +329,12 @@ class KGroupedStream:
     def reduce(self, reducer: Callable[[Any, Any], Any], materialized: MaterializedArg = None) -> KTable:
         return self._aggregate("KSTREAM-REDUCE-", _materialized(materialized), self.value_serde,
                                lambda store: P.ReduceProcessor(store, reducer))
+
+    def windowed_by(self, windows: Any) -> Any:
+        """``TimeWindows`` / ``SlidingWindows`` / ``SessionWindows`` -> a windowed stream whose
+        ``count / reduce / aggregate`` give a KTable keyed by ``Windowed(key, window)``."""
+        from instance.topology.windowed import windowed_by
+        return windowed_by(self, windows)
 
     def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
                   materialized: MaterializedArg = None) -> KTable:

@@ -144,6 +144,12 @@ class KTable:
         return self._transform("KTABLE-MAPVALUES-", lambda k, v: mapper(v), False, materialized, name,
                                None)
 
+    def suppress(self, suppressed: Any) -> KTable:
+        """``Suppressed.until_window_closes(...)`` (windowed tables) or
+        ``Suppressed.until_time_limit(...)``; the result sends no old values."""
+        from instance.topology.suppress import suppress
+        return suppress(self, suppressed)  # type: ignore[no-any-return]
+
     def to_stream(self, name: str | None = None) -> KStream:
         from instance.topology.builder import KStream
         node = name or self._b.new_name("KTABLE-TOSTREAM-")

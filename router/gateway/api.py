@@ -21,6 +21,7 @@ from router.gateway.context import Gateway, gateway_of
 from router.gateway.errors import ApiError, from_rpc_error
 from router.gateway.params import DEFAULT_PAGE, ReadParams, ScanParams, text
 from router.gateway.snapshot import metadata_to_json, store_replicas
+from router.gateway.watch import watch
 from router.scan_pages import Scan, ScanItem
 
 #: entries fetched per step of a streamed scan (and written per flush)
@@ -117,10 +118,6 @@ async def get_all(request: web.Request) -> web.StreamResponse:
     except ConnectionResetError:
         pass  # the client went away; the rest of the scan is never asked for
     return response
-
-
-async def watch(request: web.Request) -> web.Response:
-    raise ApiError(501, "NOT_IMPLEMENTED", "watch needs the Watch RPC, which the instances do not serve yet")
 
 
 async def get_metadata(request: web.Request) -> web.Response:

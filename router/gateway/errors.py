@@ -3,7 +3,8 @@
 Handlers raise; :func:`error_middleware` renders. The codes are stable (clients and the dashboard
 switch on them), the messages are for people. gRPC statuses from the instances map as the servers
 assign them (``instance/server/status.py``): NOT_FOUND is an unknown store, INVALID_ARGUMENT a
-bad key, token or bound, UNAVAILABLE a refusal whose details start with the reason.
+bad key, token or bound, FAILED_PRECONDITION a watch of a store without a changelog, UNAVAILABLE a
+refusal whose details start with the reason.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def from_rpc_error(e: grpc.RpcError) -> ApiError:
         return ApiError(404, "UNKNOWN_STORE", details)
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         return ApiError(400, "INVALID_ARGUMENT", details)
+    if code is grpc.StatusCode.FAILED_PRECONDITION:  # e.g. watching a store without a changelog
+        return ApiError(409, "FAILED_PRECONDITION", details)
     if code is grpc.StatusCode.UNAVAILABLE:
         head, _, rest = details.partition(":")
         if head in _REASONS:

@@ -1,7 +1,5 @@
 """The gateway's OpenAPI 3 document (``/openapi.json``), written by hand next to the handlers it
 describes; the property-based test (schemathesis) holds the two together.
-
-``/v1/stores/{store}/watch`` is left out: it answers 501 until the instances serve the Watch RPC.
 """
 
 from __future__ import annotations
@@ -54,6 +52,7 @@ def _text(media: str, description: str) -> dict[str, Any]:
 
 def _errors(*statuses: int) -> dict[str, Any]:
     text = {400: "bad parameter, key or token (INVALID_ARGUMENT)", 404: "unknown store (UNKNOWN_STORE)",
+            409: "the store has no changelog, so it cannot be watched (FAILED_PRECONDITION)",
             503: "no replica can answer (UNAVAILABLE, with the reason and the instances tried)",
             504: "the instances did not answer in time (DEADLINE_EXCEEDED)"}
     out = {str(s): _json(_ref("Error"), text[s]) for s in statuses}
@@ -173,6 +172,24 @@ def document() -> dict[str, Any]:
             **_errors(400, 404, 503, 504)},
             [_STORE, _q("limit", {**_INT64, "minimum": 1}, "entries in all (absent: every one)"), *_SCAN],
             "getAll"),
+        "/v1/stores/{store}/watch": _get("Server-Sent Events: the store's committed changes as they happen", {
+            "200": _text("text/event-stream",
+                         "event: start (store, key_serde, value_serde, partitions, served_by, resume_token, via); "
+                         "event: change (key, value, deleted, partition, offset, timestamp_ms, resume_token); "
+                         "event: routing (partition, previous_owner, owner, endpoint: a watched partition's "
+                         "active owner changed); event: progress (resume_token); event: error ({error}) before "
+                         "the stream ends. start, change and progress carry the resume token as the SSE id, so "
+                         "an EventSource that reconnects (Last-Event-ID) goes on right after it."),
+            **_errors(400, 404, 409, 503, 504)},
+            [_STORE, _q("key", {"type": "string"}, "watch this key (text, parsed with the store's key serde); "
+                        "absent: every key"),
+             _q("prefix", {"type": "boolean", "default": False}, "watch every key starting with key instead"),
+             _q("from_beginning", {"type": "boolean", "default": False},
+                "without a token: first every change the changelog still holds"),
+             _q("token", {"type": "string"}, "resume token of an earlier event: go on right after it "
+                "(the Last-Event-ID header does the same)"),
+             _q("max_events", {"type": "integer", "minimum": 1}, "end the stream after this many changes")],
+            "watch"),
         "/v1/metadata": _get("The routing table as the asked instance sees it", {
             "200": _json(_ref("Metadata"), "instances, tasks, store partitions"), **_errors(503, 504)},
             op_id="getMetadata"),

@@ -313,3 +313,149 @@ class MetadataReply(_message.Message):
     instances: _containers.RepeatedCompositeFieldContainer[InstanceMetadata]
     store_partitions: _containers.ScalarMap[str, int]
     def __init__(self, asked: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[InstanceMetadata, _Mapping]]] = ..., store_partitions: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class WindowFetchRequest(_message.Message):
+    __slots__ = ("store", "key", "raw_key", "time_from", "time_to", "options", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RAW_KEY_FIELD_NUMBER: _ClassVar[int]
+    TIME_FROM_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    key: str
+    raw_key: bytes
+    time_from: int
+    time_to: int
+    options: QueryOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., key: _Optional[str] = ..., raw_key: _Optional[bytes] = ..., time_from: _Optional[int] = ..., time_to: _Optional[int] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class SessionFetchRequest(_message.Message):
+    __slots__ = ("store", "key", "raw_key", "options", "forwarded")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RAW_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    key: str
+    raw_key: bytes
+    options: QueryOptions
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., key: _Optional[str] = ..., raw_key: _Optional[bytes] = ..., options: _Optional[_Union[QueryOptions, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
+
+class WindowEntry(_message.Message):
+    __slots__ = ("start", "end", "value", "value_json")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    value: bytes
+    value_json: str
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ..., value: _Optional[bytes] = ..., value_json: _Optional[str] = ...) -> None: ...
+
+class WindowFetchReply(_message.Message):
+    __slots__ = ("windows", "metadata", "value_serde")
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SERDE_FIELD_NUMBER: _ClassVar[int]
+    windows: _containers.RepeatedCompositeFieldContainer[WindowEntry]
+    metadata: ReadMetadata
+    value_serde: str
+    def __init__(self, windows: _Optional[_Iterable[_Union[WindowEntry, _Mapping]]] = ..., metadata: _Optional[_Union[ReadMetadata, _Mapping]] = ..., value_serde: _Optional[str] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("store", "key", "prefix", "all", "resume_token", "from_beginning", "with_json")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FROM_BEGINNING_FIELD_NUMBER: _ClassVar[int]
+    WITH_JSON_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    key: Key
+    prefix: Key
+    all: bool
+    resume_token: str
+    from_beginning: bool
+    with_json: bool
+    def __init__(self, store: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., prefix: _Optional[_Union[Key, _Mapping]] = ..., all: _Optional[bool] = ..., resume_token: _Optional[str] = ..., from_beginning: _Optional[bool] = ..., with_json: _Optional[bool] = ...) -> None: ...
+
+class WatchHeader(_message.Message):
+    __slots__ = ("store", "key_serde", "value_serde", "partitions", "resume_token", "served_by")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_SERDE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SERDE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SERVED_BY_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    key_serde: str
+    value_serde: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    resume_token: str
+    served_by: str
+    def __init__(self, store: _Optional[str] = ..., key_serde: _Optional[str] = ..., value_serde: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., resume_token: _Optional[str] = ..., served_by: _Optional[str] = ...) -> None: ...
+
+class WatchChange(_message.Message):
+    __slots__ = ("key", "value", "deleted", "partition", "offset", "timestamp_ms", "key_json", "value_json", "resume_token")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    KEY_JSON_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    deleted: bool
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key_json: str
+    value_json: str
+    resume_token: str
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., deleted: _Optional[bool] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., key_json: _Optional[str] = ..., value_json: _Optional[str] = ..., resume_token: _Optional[str] = ...) -> None: ...
+
+class WatchChanges(_message.Message):
+    __slots__ = ("changes",)
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[WatchChange]
+    def __init__(self, changes: _Optional[_Iterable[_Union[WatchChange, _Mapping]]] = ...) -> None: ...
+
+class RoutingEvent(_message.Message):
+    __slots__ = ("partition", "previous_owner", "owner", "endpoint")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_OWNER_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    previous_owner: str
+    owner: str
+    endpoint: str
+    def __init__(self, partition: _Optional[int] = ..., previous_owner: _Optional[str] = ..., owner: _Optional[str] = ..., endpoint: _Optional[str] = ...) -> None: ...
+
+class WatchProgress(_message.Message):
+    __slots__ = ("resume_token",)
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    resume_token: str
+    def __init__(self, resume_token: _Optional[str] = ...) -> None: ...
+
+class WatchReply(_message.Message):
+    __slots__ = ("header", "changes", "routing", "progress")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    ROUTING_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    header: WatchHeader
+    changes: WatchChanges
+    routing: RoutingEvent
+    progress: WatchProgress
+    def __init__(self, header: _Optional[_Union[WatchHeader, _Mapping]] = ..., changes: _Optional[_Union[WatchChanges, _Mapping]] = ..., routing: _Optional[_Union[RoutingEvent, _Mapping]] = ..., progress: _Optional[_Union[WatchProgress, _Mapping]] = ...) -> None: ...

@@ -64,6 +64,21 @@ class InteractiveQueryStub:
                 request_serializer=iqmesh__pb2.MetadataRequest.SerializeToString,
                 response_deserializer=iqmesh__pb2.MetadataReply.FromString,
                 _registered_method=True)
+        self.WindowFetch = channel.unary_unary(
+                '/iqmesh.v1.InteractiveQuery/WindowFetch',
+                request_serializer=iqmesh__pb2.WindowFetchRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.WindowFetchReply.FromString,
+                _registered_method=True)
+        self.SessionFetch = channel.unary_unary(
+                '/iqmesh.v1.InteractiveQuery/SessionFetch',
+                request_serializer=iqmesh__pb2.SessionFetchRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.WindowFetchReply.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/iqmesh.v1.InteractiveQuery/Watch',
+                request_serializer=iqmesh__pb2.WatchRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.WatchReply.FromString,
+                _registered_method=True)
 
 
 class InteractiveQueryServicer:
@@ -117,6 +132,32 @@ class InteractiveQueryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WindowFetch(self, request, context):
+        """The windows of one key of a window store that start in [time_from, time_to], oldest first;
+        routed by key like Get, with the same read metadata.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SessionFetch(self, request, context):
+        """The sessions of one key of a session store, by end; routed by key like Get.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Changes of a store as they are committed (ksqlDB's EMIT CHANGES), read by the instance asked
+        from the store's changelog (read_committed under exactly-once), so a rebalance loses nothing.
+        The stream is a header, then changes in changelog order per partition (each with a resume
+        token), a routing event whenever a watched partition's active owner changes, and progress
+        messages (a fresh token) while nothing matches. It ends only by deadline, cancellation or error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InteractiveQueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -149,6 +190,21 @@ def add_InteractiveQueryServicer_to_server(servicer, server):
                     servicer.Metadata,
                     request_deserializer=iqmesh__pb2.MetadataRequest.FromString,
                     response_serializer=iqmesh__pb2.MetadataReply.SerializeToString,
+            ),
+            'WindowFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.WindowFetch,
+                    request_deserializer=iqmesh__pb2.WindowFetchRequest.FromString,
+                    response_serializer=iqmesh__pb2.WindowFetchReply.SerializeToString,
+            ),
+            'SessionFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.SessionFetch,
+                    request_deserializer=iqmesh__pb2.SessionFetchRequest.FromString,
+                    response_serializer=iqmesh__pb2.WindowFetchReply.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=iqmesh__pb2.WatchRequest.FromString,
+                    response_serializer=iqmesh__pb2.WatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -313,6 +369,87 @@ class InteractiveQuery:
             '/iqmesh.v1.InteractiveQuery/Metadata',
             iqmesh__pb2.MetadataRequest.SerializeToString,
             iqmesh__pb2.MetadataReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WindowFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/WindowFetch',
+            iqmesh__pb2.WindowFetchRequest.SerializeToString,
+            iqmesh__pb2.WindowFetchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SessionFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/SessionFetch',
+            iqmesh__pb2.SessionFetchRequest.SerializeToString,
+            iqmesh__pb2.WindowFetchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/Watch',
+            iqmesh__pb2.WatchRequest.SerializeToString,
+            iqmesh__pb2.WatchReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -222,7 +222,7 @@ def test_every_api_route_is_documented_and_every_documented_path_is_routed() -> 
     routed = {r.resource.canonical for r in app.router.routes() if r.method == "GET" and r.resource is not None}
     api = {p for p in routed if p.startswith("/v1/") or p in ("/healthz", "/readyz", "/metrics", "/openapi.json")}
     documented = set(document()["paths"])
-    assert api - documented == {"/v1/stores/{store}/watch", "/openapi.json"}  # 501 for now; the document itself
+    assert api - documented == {"/openapi.json"}  # the document itself
     assert documented <= {p.replace("{key:.+}", "{key}") for p in routed} | {"/v1/stores/{store}/keys/{key}"}
 
 

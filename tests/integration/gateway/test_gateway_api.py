@@ -109,7 +109,7 @@ def test_all_streams_every_entry_then_a_summary(gateway_cluster: GatewayCluster)
 
 def test_errors_are_json_with_stable_codes(gateway_cluster: GatewayCluster) -> None:
     gc = gateway_cluster
-    for path in ("/v1/stores/nope/keys/a", "/v1/stores/nope/range", "/v1/stores/nope/all"):
+    for path in ("/v1/stores/nope/keys/a", "/v1/stores/nope/range", "/v1/stores/nope/all", "/v1/stores/nope/watch"):
         assert "nope" in _error(gc, path, 404, "UNKNOWN_STORE")["message"]
     for bad in ("limit=0", "limit=10001", "limit=x", "allow_stale=yes", "max_lag=-1", "page_token=garbage",
                 "position=garbage"):
@@ -134,7 +134,7 @@ def test_errors_are_json_with_stable_codes(gateway_cluster: GatewayCluster) -> N
     assert err["reason"] == "NOT_UP_TO_BOUND"
 
     _error(gc, "/v1/nothing-here", 404, "NOT_FOUND")
-    _error(gc, "/v1/stores/counts/watch", 501, "NOT_IMPLEMENTED")
+    _error(gc, "/v1/stores/nope/watch", 404, "UNKNOWN_STORE")
 
 
 def test_instances_metadata_metrics_probes_and_events(gateway_cluster: GatewayCluster) -> None:

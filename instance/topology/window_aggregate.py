@@ -1,0 +1,301 @@
+"""The processors of windowed aggregations (Kafka Streams' ``KStreamWindowAggregate``,
+``KStreamSessionWindowAggregate``, ``KStreamSlidingWindowAggregate``).
+
+Each keeps its own observed stream time (the largest timestamp it has seen, as Kafka Streams'
+window processors do), so a window closes on stream time, never on wall-clock time: a record whose
+window ended more than the grace period before stream time is dropped and counted
+(``dropped_records``). Results reach children as ``(Windowed(key, window), aggregate)``: on every
+update through the store's cache (``EmitStrategy.on_window_update``), or once per window when
+stream time closes it (``on_window_close``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from instance.serde.windowed import SessionWindow, TimeWindow, Windowed
+from instance.state.change import Change
+from instance.topology.processor import BaseProcessor, ProcessorContext
+from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindows
+
+Initializer = Callable[[], Any]
+Aggregator = Callable[[Any, Any, Any], Any]
+Merger = Callable[[Any, Any, Any], Any]
+
+
+class _WindowedAggregateProcessor(BaseProcessor):
+    """Store access, stream time, drop counting, and forwarding from the store's flush listener."""
+
+    store_name: str
+    emit_on_close: bool
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+        self._record = context.record
+        self.observed_stream_time = -1
+        self.dropped_records = 0
+        self._last_emit_close = -1
+        self._fwd = context.forward
+        self.store.set_flush_listener(None if self.emit_on_close else self._on_change)
+
+    def _window(self, typed_key: Any) -> Any:
+        raise NotImplementedError
+
+    def _on_change(self, typed_key: Any, change: Change, timestamp: int) -> None:
+        new, old = change
+        if new is None and old is None:
+            return  # created and removed within one flush: nothing downstream ever saw
+        unwrap = self._unwrap
+        self._fwd(Windowed(typed_key[0], self._window(typed_key)), Change(unwrap(new), unwrap(old)),
+                  timestamp)
+
+    @staticmethod
+    def _unwrap(stored: Any) -> Any:
+        return stored
+
+
+class _TimestampedWindowProcessor(_WindowedAggregateProcessor):
+    """Time and sliding windows: a timestamped window store, windows ``[start, start + size)``."""
+
+    size_ms: int
+
+    def _window(self, typed_key: Any) -> Any:
+        start = typed_key[1]
+        return TimeWindow(start, start + self.size_ms)
+
+    @staticmethod
+    def _unwrap(stored: Any) -> Any:
+        return None if stored is None else stored[0]
+
+
+class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
+    """Tumbling and hopping windows: each record updates every window it falls in."""
+
+    def __init__(self, store_name: str, windows: TimeWindows, initializer: Initializer,
+                 aggregator: Aggregator, emit_on_close: bool) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.size_ms = windows.size_ms
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.emit_on_close = emit_on_close
+        #: start of the newest window forwarded on close (none yet: one advance before 0)
+        self._newest_emitted = -windows.advance_ms
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            self.dropped_records += 1
+            return
+        ts = self._record.timestamp
+        if ts > self.observed_stream_time:
+            self.observed_stream_time = ts
+        close_time = self.observed_stream_time - self.windows.grace_ms
+        store, size = self.store, self.size_ms
+        for start in self.windows.windows_for(ts):
+            if start + size <= close_time:
+                self.dropped_records += 1
+                continue
+            old = store.fetch_timestamped(key, start)
+            if old is None:
+                agg, new_ts = self.initializer(), ts
+            else:
+                agg, new_ts = old[0], max(ts, old[1])
+            store.put(key, self.aggregator(key, value, agg), start, new_ts)
+        if self.emit_on_close:
+            self._emit_newly_closed(close_time)
+
+    def _emit_newly_closed(self, close_time: int) -> None:
+        """Windows ``[start, end)`` close when ``end <= close_time``; starts are multiples of the
+        advance, so the store is read only when stream time closed a window not emitted yet
+        (Kafka Streams' ``shouldRangeFetch``), once per advance, not once per record."""
+        upper = close_time - self.size_ms
+        if upper < 0:
+            return
+        adv = self.windows.advance_ms
+        newest_closed = upper // adv * adv
+        if newest_closed <= self._newest_emitted:
+            return
+        fwd = self._fwd
+        for windowed, vt in self.store.fetch_all_timestamped(self._newest_emitted + adv, newest_closed):
+            fwd(windowed, Change(vt[0], None), vt[1])
+        self._newest_emitted = newest_closed
+
+
+class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
+    """Sessions: a record opens a session or extends (and merges) those within the gap."""
+
+    def __init__(self, store_name: str, windows: SessionWindows, initializer: Initializer,
+                 aggregator: Aggregator, merger: Merger, emit_on_close: bool) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.merger = merger
+        self.emit_on_close = emit_on_close
+
+    def _window(self, typed_key: Any) -> Any:
+        return SessionWindow(typed_key[1], typed_key[2])
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            self.dropped_records += 1
+            return
+        ts = self._record.timestamp
+        if ts > self.observed_stream_time:
+            self.observed_stream_time = ts
+        gap = self.windows.gap_ms
+        # a session can still grow until stream time passes its end by the gap, then the grace
+        close_time = self.observed_stream_time - gap - self.windows.grace_ms
+        store = self.store
+        merged = store.find_sessions(key, ts - gap, ts + gap)
+        agg = self.initializer()
+        start = end = ts
+        for session, session_agg in merged:
+            agg = self.merger(key, agg, session_agg)
+            start = min(start, session.window.start)
+            end = max(end, session.window.end)
+        if end < close_time:
+            self.dropped_records += 1
+            return
+        if (start, end) != (ts, ts):  # merged: the old sessions go (tombstones downstream)
+            for session, _ in merged:
+                store.remove(session)
+        agg = self.aggregator(key, value, agg)
+        store.put(Windowed(key, SessionWindow(start, end)), agg)
+        if self.emit_on_close:
+            self._emit_closed(close_time)
+
+    def _emit_closed(self, close_time: int) -> None:
+        """Sessions whose end passed ``close_time`` since the last emit, oldest first."""
+        if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
+            return
+        lower = self._last_emit_close
+        fwd = self._fwd
+        for session, agg in self.store.all():
+            end = session.window.end
+            if lower <= end < close_time and agg is not None:
+                fwd(session, Change(agg, None), end)
+        self._last_emit_close = close_time
+
+
+class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
+    """Sliding windows (KIP-450), as Kafka Streams builds them: each record has a left window
+    ``[t - diff, t]`` and, when a later record exists within ``diff``, a right window
+    ``[t + 1, t + 1 + diff]``; only windows holding records exist. Both ends are inclusive; the
+    windows are stored by start (``TimeWindow(start, start + diff)``)."""
+
+    def __init__(self, store_name: str, windows: SlidingWindows, initializer: Initializer,
+                 aggregator: Aggregator, emit_on_close: bool) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.size_ms = windows.time_difference_ms
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.emit_on_close = emit_on_close
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            self.dropped_records += 1
+            return
+        ts = self._record.timestamp
+        if ts > self.observed_stream_time:
+            self.observed_stream_time = ts
+        close_time = self.observed_stream_time - self.windows.grace_ms
+        diff = self.size_ms
+        if ts + 1 + diff <= close_time:  # even its right window has closed
+            self.dropped_records += 1
+        elif ts < diff:
+            self._process_early(key, value, ts, close_time)
+        else:
+            self._process(key, value, ts, close_time)
+        if self.emit_on_close:  # windows ``[start, end]`` close when ``end < close_time``
+            last = self._last_emit_close
+            self._emit_closed(close_time, 0 if last < 0 else max(0, last - diff), close_time - diff - 1)
+
+    def _emit_closed(self, close_time: int, lower: int, upper: int) -> None:
+        """``on_window_close``: forward every window stream time closed since the last emit
+        (starts in ``[lower, upper]``), with the timestamp of its latest record."""
+        if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
+            return
+        if upper < 0:  # no window has closed yet
+            return
+        fwd = self._fwd
+        for windowed, vt in self.store.fetch_all_timestamped(lower, upper):
+            fwd(windowed, Change(vt[0], None), vt[1])
+        self._last_emit_close = close_time
+
+    def _process(self, key: Any, value: Any, ts: int, close_time: int) -> None:
+        diff = self.size_ms
+        starts: set[int] = set()
+        left_agg = right_agg = None
+        left_exists = right_exists = False
+        previous_ts: int | None = None
+        for start, vt in self.store.fetch_timestamped_range(key, max(0, ts - 2 * diff), ts + 1):
+            starts.add(start)
+            end = start + diff
+            if end < ts:
+                left_agg, previous_ts = vt, vt[1]
+            elif end == ts:
+                left_exists = True
+                if vt[1] < ts:
+                    previous_ts = vt[1]
+                self._update(key, value, start, vt, close_time, ts)
+            elif start <= ts:
+                right_agg = vt
+                self._update(key, value, start, vt, close_time, ts)
+            else:  # start == ts + 1
+                right_exists = True
+        if previous_ts is not None and previous_ts + 1 not in starts and previous_ts + 1 + diff >= ts:
+            # the previous record's right window now holds this record
+            self._update(key, value, previous_ts + 1, (self.initializer(), ts), close_time, ts)
+        if not left_exists:
+            if previous_ts is not None and ts - diff <= previous_ts:
+                assert left_agg is not None
+                base = (left_agg[0], ts)
+            else:
+                base = (self.initializer(), ts)
+            self._update(key, value, ts - diff, base, close_time, ts)
+        if not right_exists and right_agg is not None and right_agg[1] > ts:
+            self._create_right(key, ts, right_agg)
+
+    def _process_early(self, key: Any, value: Any, ts: int, close_time: int) -> None:
+        """A record before ``diff``: its left window would start below 0, so the records there
+        share the window ``[0, diff]``."""
+        starts: set[int] = set()
+        combined = right_agg = None
+        right_exists = False
+        previous_ts: int | None = None
+        for start, vt in self.store.fetch_timestamped_range(key, 0, ts + 1):
+            starts.add(start)
+            if start == 0:
+                combined = vt
+                if vt[1] < ts:
+                    previous_ts = vt[1]
+            elif start <= ts:
+                right_agg = vt
+                self._update(key, value, start, vt, close_time, ts)
+            else:  # start == ts + 1
+                right_exists = True
+        if right_agg is None and combined is not None and combined[1] > ts:
+            right_agg = combined
+        if not right_exists and right_agg is not None and right_agg[1] > ts:
+            self._create_right(key, ts, right_agg)
+        if previous_ts is not None and previous_ts + 1 not in starts:
+            self._update(key, value, previous_ts + 1, (self.initializer(), ts), close_time, ts)
+        self._update(key, value, 0, combined if combined is not None else (self.initializer(), ts),
+                     close_time, ts)
+
+    def _update(self, key: Any, value: Any, start: int, vt: Any, close_time: int, ts: int) -> None:
+        """Add the record to the window at ``start`` (aggregate and timestamp ``vt``)."""
+        if start + self.size_ms < close_time:
+            self.dropped_records += 1
+            return
+        old_agg, old_ts = vt
+        new_ts = ts if old_agg is None else max(ts, old_ts)
+        self.store.put(key, self.aggregator(key, value, old_agg), start, new_ts)
+
+    def _create_right(self, key: Any, ts: int, right_agg: Any) -> None:
+        """This record's right window: the later records' aggregate, without this record."""
+        self.store.put(key, right_agg[0], ts + 1, right_agg[1])
