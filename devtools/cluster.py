@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.broker import free_port
+from router.security import Security
 
 WORDS = ("kafka streams table stream state store query mesh router partition task thread commit "
          "offset changelog standby replica rebalance restore window join cache punctuate record "
@@ -143,6 +144,11 @@ class LocalCluster:
                     inst.proc.kill()
                     inst.proc.wait(10)
 
+    @property
+    def client_security(self) -> Security:
+        """What a client needs to reach these instances: their TLS and token settings."""
+        return Security.from_properties(dict(c.split("=", 1) for c in self.extra_config if "=" in c))
+
     def logs(self) -> str:
         out = []
         for inst in self.instances:
@@ -172,7 +178,7 @@ class LocalCluster:
                 continue
             for inst in running:
                 try:
-                    with QueryClient(inst.target, timeout=2) as c:
+                    with QueryClient(inst.target, timeout=2, security=self.client_security) as c:
                         md = c.metadata()
                 except Exception as e:
                     last = str(e)

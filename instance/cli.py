@@ -37,7 +37,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
-                   help="any setting by its Kafka Streams name, e.g. num.standby.replicas=1 (repeatable)")
+                   help="any setting by its Kafka Streams name, e.g. num.standby.replicas=1 (repeatable); "
+                   "client commands and the gateway read only iqmesh.tls.* and iqmesh.auth.token")
     p.add_argument("--config-file", help="a .properties file of settings (flags and --config win; default: none)")
 
 
@@ -106,12 +107,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client_security(args: argparse.Namespace) -> Any:
+    """TLS CA and bearer token of a client command, from --config / --config-file."""
+    from router.security import Security
+
+    try:
+        return Security.from_properties(build_properties(args, {}))
+    except ValueError as e:
+        raise ConfigException(str(e)) from e
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     from router.client import QueryClient
 
     opts = {"allow_stale": args.allow_stale, "max_lag": args.max_lag, "position": args.position or ""}
     windowed = args.window_from is not None or args.window_to is not None
-    with QueryClient(args.target, timeout=args.timeout) as client:
+    with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
         if windowed or args.sessions:
             w = (client.session_fetch(args.store, args.key, **opts) if args.sessions else
                  client.window_fetch(args.store, args.key, args.window_from or 0,
@@ -121,7 +132,7 @@ def cmd_get(args: argparse.Namespace) -> int:
                   flush=True)
             return 0
         r = client.get(args.store, args.key, **opts)
-    print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.value,
+    print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.json_value,
                       "metadata": r.metadata}), flush=True)
     return 0
 
@@ -134,7 +145,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     opts = {"page_size": args.page_size, "limit": args.limit, "allow_stale": args.allow_stale,
             "max_lag": args.max_lag, "position": args.position or "", "require_complete": args.require_complete,
             "with_json": True}
-    with QueryClient(args.target, timeout=args.timeout) as client:
+    with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
         if args.command == "range":
             scan = client.range(args.store, args.from_key, args.to_key, **opts)
         elif args.command == "prefix":
@@ -186,7 +197,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_metadata(args: argparse.Namespace) -> int:
     from router.client import QueryClient, routing_table_to_dict
 
-    with QueryClient(args.target, timeout=args.timeout) as client:
+    with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
         reply = client.metadata()
     print(json.dumps(routing_table_to_dict(reply), indent=2), flush=True)
     return 0
@@ -196,8 +207,10 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from router.gateway import GatewayConfig, run_gateway
 
     seeds = tuple(s.strip() for s in (args.seeds or "").split(",") if s.strip())
+    security = _client_security(args)
     try:
-        config = GatewayConfig(seeds, args.bootstrap or "", args.application_id or "", args.timeout)
+        config = GatewayConfig(seeds, args.bootstrap or "", args.application_id or "", args.timeout,
+                               security=security)
     except ValueError as e:
         raise ConfigException(str(e)) from e
     run_gateway(config, args.host, args.port)
@@ -251,6 +264,7 @@ def _query_args(p: argparse.ArgumentParser, timeout_help: str) -> None:
     p.add_argument("--position", help="position_token of an earlier reply: never answer from older state "
                    "(default: no bound)")
     p.add_argument("--timeout", type=float, default=10.0, help=timeout_help)
+    _add_config_args(p)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -320,6 +334,7 @@ def parser() -> argparse.ArgumentParser:
     p = command("metadata", "print the routing table as JSON: instances, their tasks and store positions")
     p.add_argument("--target", required=True, help="HOST:PORT of any instance (its gRPC port)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the answer")
+    _add_config_args(p)
     p.set_defaults(func=cmd_metadata)
 
     p = command("gateway", "REST gateway and dashboard over the instances of an application")
@@ -329,6 +344,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8080, help="port to serve HTTP on")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call to an instance")
+    _add_config_args(p)
     p.set_defaults(func=cmd_gateway)
 
     from analytics.snapshot.options import add_arguments as snapshot_arguments  # stdlib only: no pyspark here

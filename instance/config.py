@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from instance.errors import ConfigException
+from router.security import AUTH_TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 
 AT_LEAST_ONCE = "at_least_once"
 EXACTLY_ONCE_V2 = "exactly_once_v2"
 
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+#: the address the query server binds (default: see StreamsConfig.listen_host)
+LISTEN_HOST = "iqmesh.listen.host"
 
 
 def _bool(v: Any) -> bool:
@@ -57,13 +60,29 @@ class StreamsConfig:
     state_cleanup_delay_ms: int = field(default=600_000, metadata={"name": "state.cleanup.delay.ms"})
     max_poll_interval_ms: int = field(default=300_000, metadata={"name": "max.poll.interval.ms"})
     heartbeat_interval_ms: int = field(default=1000, metadata={"name": "iqmesh.heartbeat.interval.ms"})
+    #: exception handlers and timestamp extractor: short names, Kafka Streams' class names, or
+    #: ``module:attribute`` (instance/runtime/handlers.py, timestamps.py)
     default_deserialization_exception_handler: str = field(
-        default="fail", metadata={"name": "default.deserialization.exception.handler"})
+        default="log-and-fail", metadata={"name": "default.deserialization.exception.handler"})
+    default_production_exception_handler: str = field(
+        default="fail", metadata={"name": "default.production.exception.handler"})
+    processing_exception_handler: str = field(
+        default="log-and-fail", metadata={"name": "processing.exception.handler"})
+    errors_dead_letter_queue_topic_name: str = field(
+        default="", metadata={"name": "errors.dead.letter.queue.topic.name"})
+    default_timestamp_extractor: str = field(
+        default="fail-on-invalid-timestamp", metadata={"name": "default.timestamp.extractor"})
     auto_offset_reset: str = field(default="earliest", metadata={"name": "auto.offset.reset"})
     in_memory_stores: bool = field(default=False, metadata={"name": "iqmesh.in.memory.stores"})
     #: announce membership changes so peers commit first, remove dead members, fence zombie
     #: producers (instance/runtime/membership.py); needed on the dev broker, harmless on Kafka
     membership_assist: bool = field(default=True, metadata={"name": "iqmesh.membership.assist"})
+    #: transport security of the query server, the forwarding hop and the gateway (router/security.py)
+    tls_cert_file: str = field(default="", metadata={"name": TLS_CERT_FILE})
+    tls_key_file: str = field(default="", metadata={"name": TLS_KEY_FILE})
+    tls_ca_file: str = field(default="", metadata={"name": TLS_CA_FILE})
+    auth_token: str = field(default="", repr=False, metadata={"name": AUTH_TOKEN})
+    listen_host_setting: str = field(default="", metadata={"name": LISTEN_HOST})
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
 
     def __post_init__(self) -> None:
@@ -81,14 +100,17 @@ class StreamsConfig:
             problems.append("num.stream.threads must be >= 1")
         if self.num_standby_replicas < 0:
             problems.append("num.standby.replicas must be >= 0")
-        if self.default_deserialization_exception_handler not in ("fail", "log-and-continue"):
-            problems.append("default.deserialization.exception.handler must be fail or log-and-continue")
+        problems.extend(_handler_problems(self))
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
         for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",
                      "heartbeat_interval_ms", "max_poll_interval_ms"):
             if getattr(self, name) <= 0:
                 problems.append(f"{_NAMES_BY_FIELD[name]} must be positive")
+        try:
+            self.security  # noqa: B018 - validates the files and the token
+        except ValueError as e:
+            problems.append(str(e))
         if problems:
             raise ConfigException("invalid configuration: " + "; ".join(problems))
 
@@ -96,6 +118,21 @@ class StreamsConfig:
     def instance_id(self) -> str:
         """This instance's name in the cluster metadata: ``client.id``, else ``application.server``."""
         return self.client_id or self.application_server or self.application_id
+
+    @property
+    def security(self) -> Security:
+        return Security(self.tls_cert_file, self.tls_key_file, self.tls_ca_file, self.auth_token)
+
+    @property
+    def listen_host(self) -> str:
+        """Where the query server binds: ``iqmesh.listen.host`` if set; else loopback when
+        application.server names a loopback host (the local default), all interfaces when it
+        names another (peers must reach the advertised endpoint, e.g. a StatefulSet pod's DNS
+        name; without TLS or a token the server logs a warning then)."""
+        if self.listen_host_setting:
+            return self.listen_host_setting
+        host = self.application_server.rpartition(":")[0]
+        return "0.0.0.0" if host and not is_loopback(host) else "127.0.0.1"
 
     @property
     def eos(self) -> bool:
@@ -148,6 +185,22 @@ class StreamsConfig:
     def client_overrides(self, prefix: str) -> dict[str, str]:
         """Settings given as ``consumer.x``/``producer.x``, with the prefix removed."""
         return {k[len(prefix):]: v for k, v in self.extra.items() if k.startswith(prefix)}
+
+
+def _handler_problems(config: StreamsConfig) -> list[str]:
+    """Load every handler and the extractor now, so a bad name fails at start-up."""
+    from instance.runtime.handlers import ErrorHandling
+    from instance.runtime.timestamps import timestamp_extractor
+    problems = []
+    try:
+        ErrorHandling(config.to_properties())
+    except ConfigException as e:
+        problems.append(str(e))
+    try:
+        timestamp_extractor(config.default_timestamp_extractor)
+    except ValueError as e:
+        problems.append(str(e))
+    return problems
 
 
 def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:

@@ -50,6 +50,15 @@ class TaskMigratedException(StreamsException):
     """The task was revoked from this instance while it was being worked on."""
 
 
+class ProductionException(StreamsException):
+    """A record could not be written (refused by the producer, or its sink could not serialize it)
+    and the production exception handler said FAIL."""
+
+
+class ProcessingException(StreamsException):
+    """A processor or punctuator raised and the processing exception handler said FAIL."""
+
+
 class BrokerUnreachableException(StreamsException):
     """No Kafka broker answered at ``bootstrap.servers``."""
 

@@ -1,180 +1,201 @@
-"""The Python query client: call any instance; it routes the key to its owner, or scatters a
-scan over every partition's owner and merges the answers."""
+"""The Python query client: bootstraps a routing table from seed instances and sends each key
+straight to its owner (no hop while the table is fresh); scans go through an entry instance,
+which scatters them over every partition's owner and merges the answers. The retry and routing
+policy is in :mod:`router.client_core`; :mod:`router.async_client` is the grpc.aio twin."""
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
+from router.channels import ChannelPool
+from router.client_core import (
+    MAX_TABLE_AGE_S,
+    RETRY_REASONS,
+    Backoff,
+    Deadline,
+    Entries,
+    KeyArg,
+    QueryResult,
+    ScanMethods,
+    WindowsResult,
+    get_request,
+    is_retryable,
+    is_unreachable,
+    key_message,
+    metadata_to_dict,
+    needs_refresh,
+    never_local,
+    parse_seeds,
+    prepare_scan,
+    result_of,
+    routing_options,
+    routing_table_to_dict,
+    session_request,
+    unavailable,
+    window_request,
+    windows_of,
+)
+from router.forward import ask_get
+from router.query_router import QueryRouter
+from router.routing_table import RoutingTable
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.scan_pages import Scan, ScanItem
 from router.scan_wire import ScanRequest, method_of
+from router.security import NO_SECURITY, Security
+from router.unavailable import UnavailableError
 from router.watch_client import Endpoints, Watch, watch_request
 
-#: a key as the client takes it: text parsed with the store's key serde, the serialized bytes, or
-#: any other value as its JSON text (numbers for int/long keys, objects for json keys)
-KeyArg = str | bytes | int | float | dict[str, Any] | list[Any]
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class QueryResult:
-    found: bool
-    value: Any
-    metadata: dict[str, Any]
+class QueryClient(ScanMethods[Scan]):
+    """``QueryClient("127.0.0.1:50051").get("counts", "kafka")``. ``target``: one or more seed
+    instances (``"h1:p1,h2:p2"`` or a list); ``timeout``: the default deadline of a call, retries
+    included; ``security``: TLS and the bearer token (router.security). Thread-safe."""
 
-
-class ChannelPool:
-    """One gRPC channel per endpoint, shared by threads (channels are thread-safe)."""
-
-    def __init__(self) -> None:
-        self._stubs: dict[str, pb_grpc.InteractiveQueryStub] = {}
-        self._channels: dict[str, grpc.Channel] = {}
+    def __init__(self, target: str | Sequence[str], timeout: float = 10.0, *, security: Security = NO_SECURITY,
+                 max_table_age: float = MAX_TABLE_AGE_S) -> None:
+        self.seeds = parse_seeds(target)
+        self.target = self.seeds[0]
+        self.timeout = timeout
+        self.max_table_age = max_table_age
+        self._pool = ChannelPool(security)
+        self._entries = Entries(self.seeds)
+        self._table: RoutingTable | None = None
+        self._stale = False
         self._lock = threading.Lock()
 
-    def stub(self, endpoint: str) -> pb_grpc.InteractiveQueryStub:
-        s = self._stubs.get(endpoint)
-        if s is None:
-            with self._lock:
-                s = self._stubs.get(endpoint)
-                if s is None:
-                    ch = grpc.insecure_channel(endpoint)
-                    self._channels[endpoint] = ch
-                    s = pb_grpc.InteractiveQueryStub(ch)
-                    self._stubs[endpoint] = s
-        return s
+    @property
+    def table(self) -> RoutingTable | None:
+        """The routing table in use (None before the first call)."""
+        return self._table
 
-    def close(self) -> None:
-        with self._lock:
-            for ch in self._channels.values():
-                ch.close()
-            self._channels.clear()
-            self._stubs.clear()
+    def get(self, store: str, key: KeyArg, allow_stale: bool = False, max_lag: int | None = None,
+            position: str = "", timeout: float | None = None) -> QueryResult:
+        """The value of ``key``, from its active (or, with ``allow_stale``, a standby) replica.
+        Raises ``grpc.RpcError``: NOT_FOUND (unknown store), INVALID_ARGUMENT, UNAVAILABLE (details
+        start with the reason: REBALANCING, NOT_ACTIVE, NOT_UP_TO_BOUND, NO_REPLICA_WITHIN_LAG,
+        NOT_AVAILABLE) once the deadline leaves no time to retry."""
+        deadline = Deadline.within(self.timeout if timeout is None else timeout)
+        request = get_request(store, key, allow_stale, max_lag, position)
+        options = routing_options(request)
+        backoff = Backoff()
+        while True:
+            table = self._fresh_table(deadline)
+            task = table.task_of(store, key) if table is not None and options is not None else None
+            try:
+                if table is None or task is None or options is None:
+                    reply, _ = self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
+                else:
+                    def ask(endpoint: str) -> pb.GetReply:
+                        return ask_get(self._pool, endpoint, request, deadline.attempt_timeout(allow_stale))
+                    reply = QueryRouter(table.view, None).route(store, task, options, never_local, ask)
+                return result_of(reply, table, store)
+            except UnavailableError as e:
+                self._stale = True
+                pause = backoff.pause(deadline) if e.reason in RETRY_REASONS else None
+                if pause is None:
+                    raise unavailable(e) from None
+            except grpc.RpcError as e:
+                pause = backoff.pause(deadline) if is_retryable(e) else None
+                if pause is None:
+                    raise
+                self._stale = True
+            time.sleep(pause)
 
-
-@dataclass(frozen=True)
-class WindowsResult:
-    """``windows``: (start ms, end ms, value decoded from JSON), as the store orders them."""
-
-    windows: list[tuple[int, int, Any]]
-    metadata: dict[str, Any]
-
-
-def _windows(reply: pb.WindowFetchReply) -> WindowsResult:
-    return WindowsResult([(w.start, w.end, json.loads(w.value_json)) for w in reply.windows],
-                         metadata_to_dict(reply.metadata))
-
-
-def metadata_to_dict(md: pb.ReadMetadata) -> dict[str, Any]:
-    return {
-        "served_by": md.served_by, "endpoint": md.endpoint, "role": md.role,
-        "instance_state": md.instance_state, "partition": md.partition, "position": md.position,
-        "end_offset": md.end_offset, "lag": md.lag, "stale": md.stale, "forwarded": md.forwarded,
-        "position_token": md.position_token,
-    }
-
-
-def routing_table_to_dict(reply: pb.MetadataReply) -> dict[str, Any]:
-    """The routing table as plain JSON: snake_case keys, numbers as numbers (protobuf's JSON mapping
-    gives camelCase and int64 as strings), lists sorted."""
-    return {
-        "asked": reply.asked,
-        "store_partitions": dict(sorted(reply.store_partitions.items())),
-        "instances": [{
-            "instance_id": i.instance_id, "endpoint": i.endpoint, "state": i.state, "alive": i.alive,
-            "heartbeat_age_ms": i.heartbeat_age_ms, "active_tasks": sorted(i.active_tasks),
-            "standby_tasks": sorted(i.standby_tasks), "restoring_tasks": sorted(i.restoring_tasks),
-            "stores": [{"store": s.store, "partition": s.partition, "role": s.role, "position": s.position,
-                        "end_offset": s.end_offset, "lag": s.lag}
-                       for s in sorted(i.stores, key=lambda s: (s.store, s.partition, s.role))],
-        } for i in reply.instances],
-    }
-
-
-class QueryClient:
-    """``QueryClient("127.0.0.1:50051").get("counts", "kafka")``."""
-
-    def __init__(self, target: str, timeout: float = 10.0) -> None:
-        self.target = target
-        self.timeout = timeout
-        self._pool = ChannelPool()
-
-    def get(self, store: str, key: str, allow_stale: bool = False, max_lag: int | None = None,
-            position: str = "") -> QueryResult:
-        """Raises ``grpc.RpcError``: NOT_FOUND (unknown store), UNAVAILABLE (details start with the
-        reason: REBALANCING, NOT_ACTIVE, NOT_UP_TO_BOUND, NO_REPLICA_WITHIN_LAG, NOT_AVAILABLE)."""
-        req = pb.GetRequest(store=store, key=key, options=_options(allow_stale, max_lag, position))
-        reply = self._pool.stub(self.target).Get(req, timeout=self.timeout)
-        value = json.loads(reply.value_json) if reply.found else None
-        return QueryResult(reply.found, value, metadata_to_dict(reply.metadata))
-
+    # -- window and session stores: asked of an entry instance, which routes the key ------------
     def window_fetch(self, store: str, key: str, time_from: int, time_to: int, allow_stale: bool = False,
                      max_lag: int | None = None, position: str = "") -> WindowsResult:
         """The key's windows starting in ``[time_from, time_to]`` (ms) of a window store."""
-        req = pb.WindowFetchRequest(store=store, key=key, time_from=time_from, time_to=time_to,
-                                    options=_options(allow_stale, max_lag, position))
-        return _windows(self._pool.stub(self.target).WindowFetch(req, timeout=self.timeout))
+        req = window_request(store, key, time_from, time_to, allow_stale, max_lag, position)
+        return windows_of(self._on_entry(lambda stub, t: stub.WindowFetch(req, timeout=t),
+                                         Deadline.within(self.timeout))[0])
 
     def session_fetch(self, store: str, key: str, allow_stale: bool = False, max_lag: int | None = None,
                       position: str = "") -> WindowsResult:
         """The key's sessions of a session store."""
-        req = pb.SessionFetchRequest(store=store, key=key, options=_options(allow_stale, max_lag, position))
-        return _windows(self._pool.stub(self.target).SessionFetch(req, timeout=self.timeout))
+        req = session_request(store, key, allow_stale, max_lag, position)
+        return windows_of(self._on_entry(lambda stub, t: stub.SessionFetch(req, timeout=t),
+                                         Deadline.within(self.timeout))[0])
 
-    # -- scans: iterators over every partition of a store, paging transparently ----------------
-    def multi_get(self, store: str, keys: Iterable[KeyArg], **opts: Any) -> Scan:
-        """The values of ``keys`` (each once, in key-byte order; a missing key has found=False)."""
-        return self._scan(pb.MultiGetRequest(store=store, keys=[_key(k) for k in keys]), **opts)
+    # -- scans (ScanMethods): iterators over every partition of a store, paging transparently --
+    def _scan(self, request: ScanRequest, opts: dict[str, Any]) -> Scan:
+        page_size, limit, page_token = prepare_scan(request, **opts)
+        name = method_of(request)
 
-    def range(self, store: str, from_key: KeyArg | None = None, to_key: KeyArg | None = None,
-              **opts: Any) -> Scan:
-        """Entries with ``from_key <= key <= to_key`` by serialized key (None: unbounded)."""
-        req = pb.RangeRequest(store=store)
-        if from_key is not None:
-            req.from_key.CopyFrom(_key(from_key))
-        if to_key is not None:
-            req.to_key.CopyFrom(_key(to_key))
-        return self._scan(req, **opts)
-
-    def prefix_scan(self, store: str, prefix: KeyArg, **opts: Any) -> Scan:
-        """Entries whose serialized key starts with the serialized ``prefix``."""
-        return self._scan(pb.PrefixScanRequest(store=store, prefix=_key(prefix)), **opts)
-
-    def all(self, store: str, **opts: Any) -> Scan:
-        """Every entry of ``store``."""
-        return self._scan(pb.AllRequest(store=store), **opts)
-
-    def _scan(self, request: ScanRequest, *, page_size: int = 0, limit: int | None = None,
-              allow_stale: bool = False, max_lag: int | None = None, position: str = "",
-              require_complete: bool = False, with_json: bool = False, page_token: str = "") -> Scan:
-        """``page_size``: entries per call (0: the server's default); ``limit``: entries in all;
-        ``page_token``: resume an earlier run of the same query (its ``Scan.next_page_token``);
-        the read options as :meth:`get`; ``require_complete``: fail (UNAVAILABLE) rather than
-        leave out partitions that cannot answer; ``with_json``: also the server's JSON text."""
-        request.options.CopyFrom(_options(allow_stale, max_lag, position))
-        request.scan.require_complete = require_complete
-        request.scan.with_json = with_json
-        method = getattr(self._pool.stub(self.target), method_of(request))
-        return Scan(lambda r: method(r, timeout=self.timeout), request, page_size, limit, page_token)
+        def page(r: ScanRequest) -> list[pb.ScanReply]:
+            return self._on_entry(lambda stub, t: list(getattr(stub, name)(r, timeout=t)),
+                                  Deadline.within(self.timeout))[0]
+        return Scan(page, request, page_size, limit, page_token)
 
     def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
               resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
               timeout: float | None = None) -> Watch:
         """The committed changes of one key, a prefix or every key of ``store`` as they happen
         (router/watch_client.py); ``timeout``: stop after that many seconds (None: never)."""
-        req = watch_request(store, None if key is None else _key(key), None if prefix is None else _key(prefix),
-                            all_keys, resume_token, from_beginning, with_json)
+        req = watch_request(store, None if key is None else key_message(key),
+                            None if prefix is None else key_message(prefix), all_keys, resume_token, from_beginning,
+                            with_json)
         stub = self._pool.stub
         return Watch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
-                     Endpoints(stub, [self.target], self.timeout), req, timeout)
+                     Endpoints(stub, list(self.seeds), self.timeout), req, timeout)
 
     def metadata(self) -> pb.MetadataReply:
-        return self._pool.stub(self.target).Metadata(pb.MetadataRequest(), timeout=self.timeout)
+        """The routing table as the entry instance (the first seed that answers) sees it."""
+        reply, _ = self._on_entry(lambda stub, t: stub.Metadata(pb.MetadataRequest(), timeout=t),
+                                  Deadline.within(self.timeout))
+        return reply
+
+    def refresh(self) -> RoutingTable:
+        """Fetch the routing table now."""
+        self.metadata()
+        assert self._table is not None
+        return self._table
+
+    # -- parts ---------------------------------------------------------------------------------
+    def _fresh_table(self, deadline: Deadline) -> RoutingTable | None:
+        """The table, fetched again first when missing, too old or marked stale by a routing
+        failure (by one thread; the others use what it fetched). An unreachable cluster leaves
+        the old table (or None)."""
+        table = self._table
+        if not needs_refresh(table, self._stale, self.max_table_age):
+            return table
+        with self._lock:
+            if self._table is not table:
+                return self._table
+            try:
+                self._on_entry(lambda stub, t: stub.Metadata(pb.MetadataRequest(), timeout=t), deadline)
+            except grpc.RpcError:
+                pass
+            return self._table
+
+    def _on_entry(self, call: Callable[[pb_grpc.InteractiveQueryStub, float], T],
+                  deadline: Deadline) -> tuple[T, str]:
+        """``call(stub, timeout)`` on the first entry instance that can be reached; a Metadata
+        reply becomes the routing table. Raises the instance's gRPC error as it is, or the last
+        transport error when none could be reached."""
+        last: grpc.RpcError | None = None
+        for endpoint in self._entries.order(self._table):
+            try:
+                result = call(self._pool.stub(endpoint), deadline.remaining())
+            except grpc.RpcError as e:
+                if not is_unreachable(e) or deadline.remaining() <= 0:
+                    raise
+                self._entries.unreachable(endpoint)
+                last = e
+                continue
+            self._entries.answered(endpoint)
+            if isinstance(result, pb.MetadataReply):
+                self._table, self._stale = RoutingTable(result), False
+            return result, endpoint
+        assert last is not None
+        raise last
 
     def close(self) -> None:
         self._pool.close()
@@ -186,20 +207,5 @@ class QueryClient:
         self.close()
 
 
-def _options(allow_stale: bool, max_lag: int | None, position: str) -> pb.QueryOptions:
-    opts = pb.QueryOptions(allow_stale=allow_stale, position=position)
-    if max_lag is not None and max_lag >= 0:
-        opts.max_lag = max_lag
-    return opts
-
-
-def _key(k: KeyArg) -> pb.Key:
-    if isinstance(k, bytes):
-        return pb.Key(raw=k)
-    if isinstance(k, str):
-        return pb.Key(text=k)
-    return pb.Key(text=json.dumps(k))
-
-
-__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "Watch", "metadata_to_dict",
-           "routing_table_to_dict"]
+__all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "Watch", "WindowsResult",
+           "metadata_to_dict", "routing_table_to_dict"]

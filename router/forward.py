@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from router.client import ChannelPool
+from router.channels import ChannelPool
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
 from router.unavailable import UnavailableError, UnavailableReason
@@ -25,7 +25,7 @@ def hop_timeout(time_remaining: float | None) -> float:
     return max(0.0, min(FORWARD_TIMEOUT_S, time_remaining - min(_RETURN_MARGIN_S, time_remaining / 5)))
 
 
-def _refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
+def refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
     """The UnavailableError of a gRPC error that means "ask the next candidate" (None: another
     error, e.g. NOT_FOUND or INVALID_ARGUMENT, for the caller to pass through)."""
     if e.code() not in _TRY_NEXT:
@@ -34,9 +34,9 @@ def _refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
     return UnavailableError(UnavailableReason.from_details(details), f"{endpoint}: {details}")
 
 
-def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
-                timeout: float = FORWARD_TIMEOUT_S) -> pb.GetReply:
-    """Ask ``endpoint`` to answer ``request`` itself. An unreachable or refusing instance raises
+def ask_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest, timeout: float) -> pb.GetReply:
+    """Ask ``endpoint`` to answer ``request`` itself (marked forwarded: it answers from its own
+    replica or refuses, never passes it on). An unreachable or refusing instance raises
     UnavailableError with the reason its details start with; other gRPC errors (NOT_FOUND,
     INVALID_ARGUMENT...) propagate as ``grpc.RpcError`` for the caller to pass through."""
     fwd = pb.GetRequest()
@@ -45,10 +45,17 @@ def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
     try:
         reply: pb.GetReply = pool.stub(endpoint).Get(fwd, timeout=timeout)
     except grpc.RpcError as e:
-        refused = _refusal(endpoint, e)
+        refused = refusal(endpoint, e)
         if refused is None:
             raise
         raise refused from e
+    return reply
+
+
+def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
+                timeout: float = FORWARD_TIMEOUT_S) -> pb.GetReply:
+    """The one hop: :func:`ask_get`, the reply marked as answered by another instance."""
+    reply = ask_get(pool, endpoint, request, timeout)
     reply.metadata.forwarded = True
     return reply
 
@@ -64,7 +71,7 @@ def forward_fetch(pool: ChannelPool, endpoint: str, request: pb.WindowFetchReque
     try:
         reply: pb.WindowFetchReply = call(fwd, timeout=timeout)
     except grpc.RpcError as e:
-        refused = _refusal(endpoint, e)
+        refused = refusal(endpoint, e)
         if refused is None:
             raise
         raise refused from e
@@ -82,7 +89,7 @@ def forward_scan(pool: ChannelPool, endpoint: str, request: ScanRequest,
     try:
         page = read_stream(call(request, timeout=timeout))
     except grpc.RpcError as e:
-        refused = _refusal(endpoint, e)
+        refused = refusal(endpoint, e)
         if refused is None:
             raise
         raise refused from e

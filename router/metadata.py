@@ -65,8 +65,8 @@ class InstanceCounters:
     the dashboard derive processing and query rates from what the instance really did."""
 
     records_processed: int = 0  # input records its stream threads processed
-    gets_local: int = 0         # Gets a client asked here, answered from a local replica
-    gets_for_peers: int = 0     # Gets a peer forwarded here, answered from a local replica
+    gets_local: int = 0         # Gets asked here unrouted, answered from a local replica
+    gets_routed: int = 0        # Gets routed here (a peer's hop, a routing client), answered locally
     gets_forwarded: int = 0     # Gets asked here that this instance forwarded to a peer
     get_seconds: float = 0.0    # time spent in Get (local and forwarded), for the mean latency
     scans: int = 0              # MultiGet/Range/PrefixScan/All calls (forwarded pages too)
@@ -77,7 +77,7 @@ class InstanceCounters:
     @property
     def queries_answered(self) -> int:
         """Calls this instance answered itself (a forwarded Get counts where it was answered)."""
-        return self.gets_local + self.gets_for_peers + self.scans
+        return self.gets_local + self.gets_routed + self.scans
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> InstanceCounters:

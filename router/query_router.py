@@ -65,23 +65,36 @@ class QueryRouter:
             return answer_local()
         if task is None:
             raise ValueError("a query that is not forwarded needs its task id")
+        candidates, skipped = self.plan(store, task, options, local_state)
+        tried: list[str] = []
+        reasons: list[UnavailableReason] = []
+        for c in candidates:
+            tried.append(c.instance_id)
+            try:
+                return answer_local() if c.instance_id == self.local_id else forward(c.endpoint)
+            except UnavailableError as e:
+                reasons.append(e.reason)
+        raise self.exhausted(store, task, reasons + skipped, tried)
+
+    def plan(self, store: str, task: TaskId, options: QueryOptions,
+             local_state: str = "RUNNING") -> tuple[list[Candidate], list[UnavailableReason]]:
+        """The candidates to ask, in order, and the reasons of those skipped (lag above
+        ``max_lag``): the steps of :meth:`route` for a caller that asks them itself (an async
+        client). Raises UnavailableError when ``task`` has no live replica at all."""
         candidates = self.candidates(task, options, local_state)
         if not candidates:
             rebalancing = local_state == "REBALANCING" or bool(self.view.instances())
             raise UnavailableError(
                 UnavailableReason.REBALANCING if rebalancing else UnavailableReason.NOT_AVAILABLE,
                 f"no live replica of {store!r} partition {task.partition} (instance state {local_state})")
-        tried: list[str] = []
-        reasons: list[UnavailableReason] = []
-        for c in candidates:
-            if options.max_lag is not None and c.lag > options.max_lag:
-                reasons.append(UnavailableReason.NO_REPLICA_WITHIN_LAG)
-                continue
-            tried.append(c.instance_id)
-            try:
-                return answer_local() if c.instance_id == self.local_id else forward(c.endpoint)
-            except UnavailableError as e:
-                reasons.append(e.reason)
-        raise UnavailableError(UnavailableReason.most_relevant(reasons),
-                               f"no replica of {store!r} partition {task.partition} could answer "
-                               f"({', '.join(r.name for r in reasons)})", tried=tried)
+        if options.max_lag is None:
+            return candidates, []
+        within = [c for c in candidates if c.lag <= options.max_lag]
+        return within, [UnavailableReason.NO_REPLICA_WITHIN_LAG] * (len(candidates) - len(within))
+
+    @staticmethod
+    def exhausted(store: str, task: TaskId, reasons: list[UnavailableReason], tried: list[str]) -> UnavailableError:
+        """The error when every candidate of :meth:`plan` refused (``reasons``) or was skipped."""
+        return UnavailableError(UnavailableReason.most_relevant(reasons),
+                                f"no replica of {store!r} partition {task.partition} could answer "
+                                f"({', '.join(r.name for r in reasons)})", tried=tried)

@@ -7,13 +7,13 @@ on some page is in :attr:`Scan.missing` with its reason, even if it answered on 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from instance.serde import BytesSerde, Serde, serde_by_name
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_wire import ScanRequest, read_stream
+from router.scan_wire import ReceivedPage, ScanRequest, read_stream
 
 
 @dataclass(frozen=True)
@@ -77,41 +77,78 @@ class Scan:
         return {p for p, s in self.partitions.items() if s.get("stale")}
 
     def __iter__(self) -> Iterator[ScanItem]:
-        self.partitions, self.missing, self.pages = {}, {}, 0
-        returned, token = 0, self.page_token
-        self.next_page_token = ""
-        decode: tuple[Serde, Serde] | None = None
-        while self.limit is None or returned < self.limit:
-            req = type(self._request)()
-            req.CopyFrom(self._request)
-            req.scan.page_token = token
-            req.scan.limit = self._next_size(returned)
-            page = read_stream(self._call(req))
-            self.pages += 1
-            if decode is None:
-                self.key_serde, self.value_serde = page.header.key_serde, page.header.value_serde
-                decode = decode_serde(self.key_serde), decode_serde(self.value_serde)
-            for s in page.partitions:
-                self.partitions[s.partition] = status_to_dict(s)
-                if not s.available:
-                    self.missing.setdefault(s.partition, s.reason)
-            kd, vd = decode[0].deserialize, decode[1].deserialize
-            for e in page.entries:
-                if self.limit is not None and returned >= self.limit:
-                    return
-                returned += 1
-                yield ScanItem(kd(e.key), vd(e.value) if e.found else None, e.partition, e.found,
-                               e.key_json, e.value_json)
-            assert page.end is not None
-            token = self.next_page_token = page.end.next_page_token
-            if not token:
-                return
+        pages = _Pages(self)
+        while (req := pages.next_request()) is not None:
+            yield from pages.take(read_stream(self._call(req)))
 
     def _next_size(self, returned: int) -> int:
         if self.limit is None:
             return self.page_size
         left = self.limit - returned
         return left if self.page_size == 0 else min(self.page_size, left)
+
+
+class AsyncScan(Scan):
+    """A scan for grpc.aio: ``async for item in scan`` (``call`` is a coroutine function)."""
+
+    def __init__(self, call: Callable[[ScanRequest], Awaitable[Iterable[pb.ScanReply]]], request: ScanRequest,
+                 page_size: int = 0, limit: int | None = None, page_token: str = "") -> None:
+        super().__init__(lambda r: (), request, page_size, limit, page_token)
+        self._acall = call
+
+    def __iter__(self) -> Iterator[ScanItem]:
+        raise TypeError("an AsyncScan is iterated with 'async for'")
+
+    async def __aiter__(self) -> AsyncIterator[ScanItem]:
+        pages = _Pages(self)
+        while (req := pages.next_request()) is not None:
+            for item in pages.take(read_stream(await self._acall(req))):
+                yield item
+
+
+class _Pages:
+    """One run of a scan, transport-free: the request of each page, and each page's items
+    (recording statuses and the resume token on the scan as they come)."""
+
+    def __init__(self, scan: Scan) -> None:
+        self.scan = scan
+        scan.partitions, scan.missing, scan.pages = {}, {}, 0
+        scan.next_page_token = ""
+        self.returned, self.token, self.done = 0, scan.page_token, False
+        self.decode: tuple[Serde, Serde] | None = None
+
+    def next_request(self) -> ScanRequest | None:
+        scan = self.scan
+        if self.done or (scan.limit is not None and self.returned >= scan.limit):
+            return None
+        req = type(scan._request)()
+        req.CopyFrom(scan._request)
+        req.scan.page_token = self.token
+        req.scan.limit = scan._next_size(self.returned)
+        return req
+
+    def take(self, page: ReceivedPage) -> Iterator[ScanItem]:
+        scan = self.scan
+        scan.pages += 1
+        if self.decode is None:
+            scan.key_serde, scan.value_serde = page.header.key_serde, page.header.value_serde
+            self.decode = decode_serde(scan.key_serde), decode_serde(scan.value_serde)
+        for s in page.partitions:
+            scan.partitions[s.partition] = status_to_dict(s)
+            if not s.available:
+                scan.missing.setdefault(s.partition, s.reason)
+        kd, vd = self.decode[0].deserialize, self.decode[1].deserialize
+        for e in page.entries:
+            if scan.limit is not None and self.returned >= scan.limit:
+                self.done = True
+                return
+            self.returned += 1
+            yield ScanItem(kd(e.key), vd(e.value) if e.found else None, e.partition, e.found,
+                           e.key_json, e.value_json)
+        assert page.end is not None
+        self.token = scan.next_page_token = page.end.next_page_token
+        self.done = not self.token
+
 
 
 def decode_serde(name: str) -> Serde:

@@ -8,15 +8,21 @@ for a key is the partition the record was written to.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from instance.errors import StreamsException
+from instance.errors import ProductionException, StreamsException
 from instance.runtime.kafka_log import client_logging
 from router.partitioner import LIBRDKAFKA_PARTITIONER
 
 Headers = list[tuple[str, str | bytes | None]]
+
+#: errors after which the producer cannot go on: never offered to the production handler
+_FATAL = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+                    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 
 
 def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
@@ -45,7 +51,13 @@ def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
 class RecordCollector:
     """Sends serialized records; remembers the first failed delivery (or fatal producer error)
     and raises it at the next flush, so a commit never covers a record that was not written.
-    Delivery reports come for failures only: a success costs no Python call."""
+    Delivery reports come for failures only: a success costs no Python call.
+
+    A record the producer refuses at once (e.g. larger than ``message.max.bytes``) raises
+    :class:`ProductionException` from ``send``, where the caller knows the input record; a
+    failed delivery report goes to ``on_delivery_error`` (the production exception handler,
+    which returns to continue or raises to fail), except for changelog records and fatal
+    errors, which always fail."""
 
     def __init__(self, conf: dict[str, Any]) -> None:
         producer = Producer({**conf, "delivery.report.only.error": True,
@@ -56,6 +68,7 @@ class RecordCollector:
         self._error: KafkaError | None = None
         self._where = ""
         self._lock = threading.Lock()
+        self.on_delivery_error: Callable[[KafkaError, Any], None] | None = None
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              partition: int = -1, headers: Headers | None = None) -> None:
@@ -63,6 +76,8 @@ class RecordCollector:
             self._produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
         except BufferError:
             self._send_after_room(topic, key, value, timestamp, partition, headers)
+        except KafkaException as e:
+            raise _refused(e, topic, partition) from e
 
     def _send_after_room(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
                          partition: int, headers: Headers | None) -> None:
@@ -73,6 +88,8 @@ class RecordCollector:
                 return
             except BufferError:
                 continue
+            except KafkaException as e:
+                raise _refused(e, topic, partition) from e
 
     def _fail(self, err: KafkaError, where: str) -> None:
         with self._lock:
@@ -84,8 +101,18 @@ class RecordCollector:
             self._fail(err, "the producer")
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._fail(err, f"{msg.topic()}[{msg.partition()}]")
+        if err is None:
+            return
+        handler = self.on_delivery_error
+        if handler is not None and not err.fatal() and err.code() not in _FATAL \
+                and not msg.topic().endswith("-changelog"):  # a lost changelog record corrupts state
+            try:
+                handler(err, msg)
+                return
+            except Exception as e:  # the handler said FAIL: raised at the next flush
+                self._fail(err, f"{msg.topic()}[{msg.partition()}] ({e})")
+                return
+        self._fail(err, f"{msg.topic()}[{msg.partition()}]")
 
     def flush(self, timeout: float = 60.0) -> None:
         remaining = self.producer.flush(timeout)
@@ -101,3 +128,10 @@ class RecordCollector:
 
     def poll(self) -> None:
         self._poll(0)
+
+
+def _refused(e: KafkaException, topic: str, partition: int) -> ProductionException:
+    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+    what = f"{err.name()}: {err.str()}" if err is not None else str(e)
+    where = f"{topic}[{partition}]" if partition >= 0 else topic
+    return ProductionException(f"the producer refused a record for {where}: {what}")

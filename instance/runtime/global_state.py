@@ -15,7 +15,7 @@ from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBy
 from instance.state.checkpoint import TaskDirLock, read_checkpoint
 from instance.state.kv_store import KeyValueStore
 from instance.state.store_builder import build_key_value_store
-from instance.topology.processor import ProcessorContext, RecordContext
+from instance.topology.processor import ProcessorContext, RecordContext, node_callable
 from instance.topology.topology import GlobalStore, Topology
 from router.task_id import TaskId
 
@@ -79,7 +79,7 @@ class GlobalStateManager(ProcessorStateManager):
         proc.init(ProcessorContext("global", g.processor_name, self._record, [], {g.spec.name: store},
                                    self.application_id))
         kd, vd = g.key_serde.deserialize, g.value_serde.deserialize
-        return proc, kd, vd
+        return node_callable(proc, self._record), kd, vd  # a Record processor through its adapter
 
     def restore(self, tp: TopicPart, records: list[tuple[bytes, bytes | None]], next_offset: int) -> None:
         """Apply records of a global topic: as they are, or through the store's processor."""
@@ -87,11 +87,11 @@ class GlobalStateManager(ProcessorStateManager):
         if entry is None:
             super().restore(tp, [r for r in records if r[0] is not None], next_offset)
             return
-        proc, kd, vd = entry
+        process, kd, vd = entry
         rc = self._record
         rc.topic, rc.partition = tp
         for kb, vb in records:
-            proc.process(kd(kb), vd(vb))
+            process(kd(kb), vd(vb))
         store = self._store_of[tp]
         store.flush_cache()
         self.changelog_offsets[tp] = next_offset

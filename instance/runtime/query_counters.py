@@ -17,12 +17,12 @@ from router.metadata import InstanceCounters
 class QuerySlot:
     """One thread's counts (see :class:`router.metadata.InstanceCounters` for their meaning)."""
 
-    __slots__ = ("gets_local", "gets_for_peers", "gets_forwarded", "get_seconds", "scans", "scan_entries",
+    __slots__ = ("gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries",
                  "errors")
 
     def __init__(self) -> None:
         self.gets_local = 0
-        self.gets_for_peers = 0
+        self.gets_routed = 0
         self.gets_forwarded = 0
         self.get_seconds = 0.0
         self.scans = 0
@@ -58,7 +58,7 @@ class QueryCounters:
         return InstanceCounters(
             records_processed=records_processed,
             gets_local=sum(s.gets_local for s in slots),
-            gets_for_peers=sum(s.gets_for_peers for s in slots),
+            gets_routed=sum(s.gets_routed for s in slots),
             gets_forwarded=sum(s.gets_forwarded for s in slots),
             get_seconds=round(sum(s.get_seconds for s in slots), 6),
             scans=sum(s.scans for s in slots),

@@ -21,11 +21,12 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from instance.config import StreamsConfig
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector, producer_config
+from instance.runtime.handlers import ErrorHandling
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
 from instance.runtime.restore import StateRestoreListener
-from instance.runtime.task import DeserializationHandler
+from instance.runtime.task import system_clock_ms
 from instance.runtime.task_manager import TaskManager
 from instance.topology.topology import Topology
 from router.task_id import TaskId
@@ -109,7 +110,8 @@ class StreamThread(threading.Thread):
         self._paused_since = 0.0
         self._revoked_at = 0.0
         self._next_standby_check = 0.0
-        self._handler = DeserializationHandler(config.default_deserialization_exception_handler)
+        #: the exception handlers and what they dropped
+        self.errors = ErrorHandling(config.to_properties())
         #: this thread's group member id once it has joined (published for standby placement)
         self.member_id = ""
 
@@ -156,7 +158,7 @@ class StreamThread(threading.Thread):
         reader = StoreChangelogReader(self._restore_conf, self._restore_listener,
                                       committed=None if self.config.eos else self._committed_lookup)
         self.tasks = TaskManager(self.name, self.config, self.topology, self.layout, self._resolve,
-                                 collector, reader, self._handler)
+                                 collector, reader, self.errors)
         self.tasks.global_stores = self.global_stores
         if self._membership is not None:
             self._membership.prepare_join(static=bool(self.config.group_instance_id))
@@ -165,6 +167,7 @@ class StreamThread(threading.Thread):
 
     def _new_collector(self) -> RecordCollector:
         collector = RecordCollector(self._producer_conf)
+        collector.on_delivery_error = self.errors.delivery_failed
         if self.config.eos:
             collector.producer.init_transactions(30)  # fences (aborts) an earlier run's transaction
         return collector
@@ -210,6 +213,11 @@ class StreamThread(threading.Thread):
             else:
                 timeout = poll_s
             self._update_standbys(tm)
+            if not self._paused_for:
+                # wall-clock punctuation between batches, on this thread: never during process()
+                wait_ms = tm.punctuate() - system_clock_ms()
+                if wait_ms < timeout * 1000:
+                    timeout = max(0.0, wait_ms / 1000.0)
             msgs = consumer.consume(num_messages=max_records, timeout=timeout)
             if msgs:
                 tm.add_records(msgs)
@@ -220,7 +228,7 @@ class StreamThread(threading.Thread):
                 tm.collector.poll()
             elif not msgs and not restorer.active and tm.tasks and idle_s > 0:
                 self._idle(consumer, idle_s)
-            if time.monotonic() - tm.last_commit >= commit_s:
+            if time.monotonic() - tm.last_commit >= commit_s or tm.commit_requested():
                 tm.commit()
             if self._quiesce_requests != self.quiesce_done:
                 self._quiesce(tm, consumer)

@@ -8,37 +8,35 @@ input partitions the record with the lowest timestamp.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from instance.errors import SerializationException, StreamsException
+from instance.errors import ProductionException, StreamsException
+from instance.runtime.handlers import ErrorHandling, ProducedRecord
+from instance.runtime.punctuation import PunctuationQueue, PunctuationSchedule, PunctuationType, Punctuator
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
+from instance.runtime.timestamps import (
+    ConsumedRecord,
+    FailOnInvalidTimestamp,
+    RecordTimestampExtractor,
+    TimestampExtractor,
+)
 from instance.state import source_offsets
 from instance.state.kv_store import ChangelogSend
-from instance.topology.processor import ProcessorContext, RecordContext
+from instance.topology.processor import ProcessorContext, Record, RecordContext, node_callable
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
 from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
 
-Sender = Callable[[str, bytes | None, bytes | None, int], None]
+#: ``send(topic, key, value, timestamp, partition, headers)``; partition -1: the partitioner's
+Sender = Callable[[str, bytes | None, bytes | None, int, int, Any], None]
 
 
-class DeserializationHandler:
-    """``default.deserialization.exception.handler``: ``fail`` or ``log-and-continue``."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-        self.skipped = 0
-
-    def __call__(self, exc: Exception, topic: str, partition: int, offset: int) -> None:
-        if self.mode == "log-and-continue":
-            self.skipped += 1
-            log.warning("skipping record that does not deserialize: topic=%s partition=%d offset=%d: %s",
-                        topic, partition, offset, exc)
-            return
-        raise SerializationException(f"record does not deserialize: {exc}", topic, partition, offset) from exc
+def system_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class PartitionGroup:
@@ -62,17 +60,29 @@ class StreamTask:
                  resolve_topic: Callable[[str], str], send: Sender,
                  changelog_sender: Callable[[str, int, StreamTask], ChangelogSend],
                  state: ProcessorStateManager | None, cache_max_entries: int, in_memory: bool,
-                 on_bad_record: DeserializationHandler, global_stores: Mapping[str, Any] | None = None) -> None:
+                 errors: ErrorHandling, global_stores: Mapping[str, Any] | None = None,
+                 clock: Callable[[], int] = system_clock_ms, extractor: TimestampExtractor | None = None) -> None:
         """``state``: the task's state manager (None: no task directory, as in the
-        TopologyTestDriver); its stores are built here, in memory if ``in_memory``.
-        ``global_stores``: the instance's global stores (read-only here), by name."""
+        TopologyTestDriver); its stores are built here, in memory if ``in_memory``. ``errors``: the
+        exception handlers; ``global_stores``: the instance's global stores (read-only here), by
+        name; ``clock``: wall-clock time in ms (the driver's is mocked); ``extractor``:
+        ``default.timestamp.extractor``."""
         self.id = task_id
         self.partition = task_id.partition
         self.subtopology = subtopology
         self.record = RecordContext()
         self.record.partition = task_id.partition
+        #: the highest timestamp processed (Kafka Streams' stream time; -1: none yet)
         self.stream_time = -1
-        self._on_bad_record = on_bad_record
+        self.clock = clock
+        self._stream_punctuation = PunctuationQueue()
+        self._wall_punctuation = PunctuationQueue()
+        #: a processor called ``context.commit()``
+        self.commit_requested = False
+        self.errors = errors
+        self._extractor: TimestampExtractor = extractor or FailOnInvalidTimestamp()
+        #: id(processor) -> node name: which node raised (found from the traceback, on error only)
+        self._node_of: dict[int, str] = {}
         self.state = state if state is not None else ProcessorStateManager(task_id, None, application_id)
         self.stores = self.state.register_stores(
             [topology.stores[name] for name in subtopology.stores], in_memory=in_memory,
@@ -108,15 +118,17 @@ class StreamTask:
         pending = [n for n in st.nodes]
         for node in reversed(pending):  # seq order is a topological order; reverse = children first
             if isinstance(node, SinkNode):
-                callables[node.name] = _make_sink(resolve(node.topic), node, rc, send)
+                callables[node.name] = self._make_sink(resolve(node.topic), node, send)
             elif isinstance(node, ProcessorNodeDef):
                 proc = node.supplier()
                 children = [callables[c] for c in node.children]
                 stores = {s: self.stores[s] if s in self.stores else self._global_store(s) for s in node.stores}
-                ctx = ProcessorContext(str(self.id), node.name, rc, children, stores, app_id, self)
+                ctx = ProcessorContext(str(self.id), node.name, rc, children, stores, app_id, self,
+                                       child_names=node.children)
                 proc.init(ctx)
                 self._processors.append(proc)
-                callables[node.name] = proc.process
+                self._node_of[id(proc)] = node.name
+                callables[node.name] = node_callable(proc, rc)
             elif isinstance(node, SourceNode):
                 children = [callables[c] for c in node.children]
                 for topic in node.topics:
@@ -132,7 +144,12 @@ class StreamTask:
                      ) -> Callable[[Any], None]:
         kd, vd = node.key_serde.deserialize, node.value_serde.deserialize
         rc = self.record
-        handler = self._on_bad_record
+        task = self
+        errors = self.errors
+        task_id = str(self.id)
+        extractor = node.timestamp_extractor or self._extractor
+        # the built-in record-timestamp extractors are inlined: ``extract`` only for a negative one
+        inline_ts = isinstance(extractor, RecordTimestampExtractor)
         fwd: Callable[[Any, Any], None]
         if len(children) == 1:
             fwd = children[0]
@@ -141,17 +158,79 @@ class StreamTask:
                 for c in children:
                     c(k, v)
 
+        def extract(msg: Any, k: Any, v: Any, ts: int) -> int:
+            record = ConsumedRecord(topic, msg.partition(), msg.offset(), k, v, ts, tuple(msg.headers() or ()))
+            return extractor.extract(record, task.stream_time)
+
         def source(msg: Any) -> None:
-            rc.offset = off = msg.offset()
-            rc.timestamp = msg.timestamp()[1]
+            rc.offset = msg.offset()
+            rc.msg = msg
+            rc.headers = None
+            rc.timestamp = ts = msg.timestamp()[1]
             try:
                 k = kd(msg.key())
                 v = vd(msg.value())
             except Exception as e:
-                handler(e, topic, msg.partition(), off)
+                errors.deserialization_error(task_id, rc, e)
                 return
-            fwd(k, v)
+            if ts < 0 or not inline_ts:
+                rc.timestamp = ts = extract(msg, k, v, ts)
+                if ts < 0:  # as Kafka Streams: a negative extracted timestamp drops the record
+                    errors.invalid_timestamp()
+                    return
+            if ts > task.stream_time:  # stream time counts the record before it is processed
+                task.stream_time = ts
+            try:
+                fwd(k, v)
+            except StreamsException:
+                raise
+            except Exception as e:
+                task.processing_error(e, Record(k, v, ts, rc.current_headers()))
         return source
+
+    def processing_error(self, exc: Exception, record: Record | None, node: str | None = None) -> None:
+        """A processor (or punctuator of ``node``) raised: the processing handler decides."""
+        if node is None:
+            tb = exc.__traceback__
+            while tb is not None:  # the innermost processor frame is the failing node
+                name = self._node_of.get(id(tb.tb_frame.f_locals.get("self")))
+                if name is not None:
+                    node = name
+                tb = tb.tb_next
+        self.errors.processing_error(self.errors.context(str(self.id), self.record, node), record, exc)
+
+    def _make_sink(self, topic: str, node: SinkNode, send: Sender) -> Callable[[Any, Any], None]:
+        """Writes with the current timestamp and headers (the input record's, or those a Record
+        processor forwarded), as Kafka Streams' sink does. A record the producer refuses, or that
+        does not serialize, goes to the production exception handler."""
+        ks, vs = node.key_serde.serialize, node.value_serde.serialize
+        rc = self.record
+        task_id = str(self.id)
+        errors = self.errors
+        name = node.name
+
+        def failed(exc: Exception, kb: bytes | None, vb: bytes | None) -> None:
+            ctx = errors.context(task_id, rc, name)
+            errors.production_error(ctx, ProducedRecord(topic, -1, kb, vb, rc.timestamp), exc)
+
+        def sink(key: Any, value: Any) -> None:
+            forwarded = rc.headers
+            if forwarded is None:
+                msg = rc.msg
+                headers = msg.headers() if msg is not None else None
+            else:
+                headers = list(forwarded)
+            try:
+                kb = None if key is None else ks(key)
+                vb = None if value is None else vs(value)
+            except Exception as e:
+                failed(e, None, None)
+                return
+            try:
+                send(topic, kb, vb, rc.timestamp, -1, headers or None)
+            except ProductionException as e:
+                failed(e, kb, vb)
+        return sink
 
     # -- processing --------------------------------------------------------------------------
     def add_records(self, topic: str, msgs: list[Any]) -> None:
@@ -170,15 +249,23 @@ class StreamTask:
             q = queues[topic]
             source = self.sources[topic]
             rc.topic = topic
-            for msg in q:
-                source(msg)
+            punctuation = self._stream_punctuation
+            if punctuation:  # check after every record only when a punctuator is scheduled
+                for msg in q:
+                    source(msg)
+                    if self.stream_time >= punctuation.due:
+                        self.punctuate_stream_time()
+                        rc.topic = topic
+            else:
+                for msg in q:
+                    source(msg)
             n = len(q)
             last = q[-1]
             q.clear()
             self.committable[topic] = last.offset() + 1
             self.positions[topic] = last.offset()
-            if rc.timestamp > self.stream_time:
-                self.stream_time = rc.timestamp
+            if self.stream_time >= punctuation.due:  # scheduled while processing the batch
+                self.punctuate_stream_time()
             return n
         # several inputs: always take the head with the lowest timestamp
         while True:
@@ -197,25 +284,60 @@ class StreamTask:
             self.positions[best] = msg.offset()
             self.sources[best](msg)
             self.committable[best] = msg.offset() + 1
-            if best_ts > self.stream_time:
-                self.stream_time = best_ts
+            if self.stream_time >= self._stream_punctuation.due:
+                self.punctuate_stream_time()
             n += 1
         return n
+
+    # -- punctuation -------------------------------------------------------------------------
+    def schedule(self, node: str, interval_ms: int, ptype: PunctuationType,
+                 punctuator: Punctuator) -> PunctuationSchedule:
+        """As Kafka Streams: stream-time schedules are aligned to 0, so the first fires as soon as
+        the task has a stream time; wall-clock ones fire first one interval from now."""
+        if interval_ms < 1:
+            raise ValueError(f"punctuation interval must be at least 1 ms, got {interval_ms}")
+        if ptype is PunctuationType.STREAM_TIME:
+            return self._stream_punctuation.schedule(PunctuationSchedule(node, 0, interval_ms, punctuator))
+        return self._wall_punctuation.schedule(
+            PunctuationSchedule(node, self.clock() + interval_ms, interval_ms, punctuator))
+
+    def punctuate_stream_time(self) -> bool:
+        if self.stream_time < 0:
+            return False
+        return self._stream_punctuation.punctuate(self.stream_time, self._punctuate)
+
+    def wall_clock_due(self) -> int:
+        """When the next wall-clock punctuation is due (ms; punctuation.NEVER if none)."""
+        return self._wall_punctuation.due
+
+    def punctuate_wall_clock(self, now: int | None = None) -> bool:
+        return self._wall_punctuation.punctuate(self.clock() if now is None else now, self._punctuate)
+
+    def _punctuate(self, sched: PunctuationSchedule, now: int) -> None:
+        """Run one punctuator: the record context is the punctuation's (no input record)."""
+        rc = self.record
+        rc.topic, rc.offset, rc.timestamp, rc.headers, rc.msg = None, -1, now, None, None
+        try:
+            sched.punctuator(now)
+        except StreamsException:
+            raise
+        except Exception as e:
+            self.processing_error(e, None, sched.node)
 
     def check_caught_up(self) -> None:
         positions = self.positions
         self.catch_up_to = {t: end for t, end in self.catch_up_to.items() if positions.get(t, -1) + 1 < end}
 
-    def source_mark(self) -> bytes:
+    def source_mark(self) -> bytes | None:
         """The input offsets this task has reached, for the header of a changelog record
-        (instance/state/source_offsets.py)."""
+        (instance/state/source_offsets.py); None before any input (a punctuation's writes)."""
         rc = self.record
         positions = self.positions
-        assert rc.topic is not None  # a store is written while a record is processed or after
-        positions[rc.topic] = rc.offset
-        if len(positions) == 1:
-            return b"%d %s" % (rc.offset, rc.topic.encode())
-        return source_offsets.encode(positions.items())
+        if rc.topic is not None:  # None while punctuating: the positions reached so far
+            positions[rc.topic] = rc.offset
+            if len(positions) == 1:
+                return b"%d %s" % (rc.offset, rc.topic.encode())
+        return source_offsets.encode(positions.items()) if positions else None
 
     def flush(self) -> None:
         """Commit step one: flush caches (forwarding downstream) and stores."""
@@ -234,11 +356,3 @@ class StreamTask:
         self.state.close(checkpoint=checkpoint and not errors)
         if errors:
             raise StreamsException(f"task {self.id}: processor close failed: {errors[0]}") from errors[0]
-
-
-def _make_sink(topic: str, node: SinkNode, rc: RecordContext, send: Sender) -> Callable[[Any, Any], None]:
-    ks, vs = node.key_serde.serialize, node.value_serde.serialize
-
-    def sink(key: Any, value: Any) -> None:
-        send(topic, None if key is None else ks(key), None if value is None else vs(value), rc.timestamp)
-    return sink

@@ -19,13 +19,16 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from instance.config import StreamsConfig
-from instance.errors import StreamsException
+from instance.errors import ProductionException, StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector
+from instance.runtime.handlers import ErrorHandling
 from instance.runtime.internal_topics import TopicLayout
+from instance.runtime.punctuation import NEVER
 from instance.runtime.standby import StandbyTask, StandbyTasks
 from instance.runtime.state_manager import ProcessorStateManager
-from instance.runtime.task import DeserializationHandler, StreamTask
+from instance.runtime.task import StreamTask, system_clock_ms
+from instance.runtime.timestamps import timestamp_extractor
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
@@ -45,7 +48,7 @@ FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, Kafka
 class TaskManager:
     def __init__(self, name: str, config: StreamsConfig, topology: Topology, layout: TopicLayout,
                  resolve: Callable[[str], str], collector: RecordCollector, restorer: StoreChangelogReader,
-                 handler: DeserializationHandler) -> None:
+                 errors: ErrorHandling) -> None:
         self.name = name
         self.config = config
         self.topology = topology
@@ -57,7 +60,9 @@ class TaskManager:
         #: the thread's changelog reader: restores active tasks, keeps standbys warm
         self.restorer = restorer
         self.standby = StandbyTasks(restorer)
-        self._handler = handler
+        self.errors = errors
+        errors.send = self._send_dead_letter
+        self._extractor = timestamp_extractor(config.default_timestamp_extractor)
         self.consumer: Consumer | None = None  # the thread's, replaced when it rejoins
         self.tasks: dict[TaskId, StreamTask] = {}
         self.restoring: set[TaskId] = set()
@@ -112,6 +117,30 @@ class TaskManager:
                 task.check_caught_up()
         return n
 
+    def punctuate(self) -> int:
+        """Fire the wall-clock punctuations that are due (running tasks only); returns when the
+        next one is due (ms, punctuation.NEVER if none), for the thread's poll timeout."""
+        if not self.tasks:
+            return NEVER
+        now = system_clock_ms()
+        next_due = NEVER
+        for tid, task in self.tasks.items():
+            due = task.wall_clock_due()
+            if due <= now and tid not in self.restoring:
+                self.begin_txn()
+                task.punctuate_wall_clock(now)
+                due = task.wall_clock_due()
+            next_due = min(next_due, due)
+        return next_due
+
+    def commit_requested(self) -> bool:
+        """A processor asked for a commit (``context.commit()``)."""
+        return any(t.commit_requested for t in self.tasks.values())
+
+    def _send_dead_letter(self, topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int,
+                          headers: Any) -> None:
+        self.collector.send(topic, key, value, ts, partition, headers)  # the current producer
+
     def begin_txn(self) -> None:
         if self.config.eos and not self._in_txn:
             self.collector.producer.begin_transaction()
@@ -139,6 +168,7 @@ class TaskManager:
             if offsets and not self._commit_offsets(offsets):
                 return False
         for task in running:
+            task.commit_requested = False
             task.committable.clear()
             task.state.checkpoint()  # not under exactly-once (the state manager's rule)
         self.standby.checkpoint_all()
@@ -233,7 +263,7 @@ class TaskManager:
         if self.tasks:
             try:
                 clean = self.commit()
-            except KafkaException:
+            except (KafkaException, ProductionException):
                 log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
                 self.abort_txn()
                 clean = False
@@ -256,7 +286,7 @@ class TaskManager:
                                       eos=config.eos, lock_wait_s=5.0)  # the cleaner holds unowned dirs briefly
         task = StreamTask(tid, self.topology, self.topology.subtopologies()[tid.subtopology], config.application_id,
                           self._resolve, self.collector.send, self._changelog_sender, state, self._cache_entries,
-                          config.in_memory_stores, self._handler, self.global_stores)
+                          config.in_memory_stores, self.errors, self.global_stores, extractor=self._extractor)
         self.tasks[tid] = task
         for topic in task.sources:
             self.by_tp[(topic, tid.partition)] = task
@@ -284,8 +314,9 @@ class TaskManager:
         def send_batch(batch: list[tuple[bytes, bytes | None, int]]) -> None:
             if not batch:
                 return
+            mark = None if eos else task.source_mark()
             headers: list[tuple[str, str | bytes | None]] | None = \
-                None if eos else [(SOURCE_HEADER, task.source_mark())]
+                None if mark is None else [(SOURCE_HEADER, mark)]
             for kb, vb, ts in batch:
                 send(topic, kb, vb, ts, partition, headers)
             logged(tp, len(batch))

@@ -14,7 +14,7 @@ from instance.errors import InvalidStateStoreException
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.server.replies import read_metadata
 from instance.server.scan_local import read_page
-from router.client import ChannelPool
+from router.channels import ChannelPool
 from router.echo import echo
 from router.forward import forward_scan, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
@@ -137,7 +137,7 @@ class ScanService:
         except InvalidStateStoreException as e:  # closed while we read (migrated)
             raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name, parsed.forwarded)
+                             streams.state.name)
         return PartitionPage(partition, entries, more, meta)
 
     def _forward(self, endpoint: str, parsed: ParsedScan, after: bytes | None, partition: int, limit: int,

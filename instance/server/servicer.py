@@ -11,15 +11,18 @@ from typing import Any, NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
+from instance.config import LISTEN_HOST
 from instance.errors import InvalidStateStoreException
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.query_counters import QuerySlot
 from instance.server.replies import read_metadata, value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
+from instance.server.strict_handlers import strict_handler
 from instance.server.watch import WatchService
-from router.client import ChannelPool
+from router.channels import ChannelPool
 from router.forward import forward_fetch, forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import InstanceCounters
@@ -30,12 +33,14 @@ from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.scan_wire import ScanRequest
+from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 from router.task_id import TaskId
 from router.unavailable import UnavailableError, UnavailableReason
 
 log = logging.getLogger(__name__)
 #: threads reading the partitions of scans in parallel (locally or one hop away)
 SCATTER_THREADS = 16
+_SERVICE = pb.DESCRIPTOR.services_by_name["InteractiveQuery"]
 
 __all__ = ["QueryServer", "QueryServicer", "value_to_json"]
 
@@ -55,9 +60,9 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
     """Get: the key's replica answers, chosen by :class:`QueryRouter`; the scans: every partition's
     replica answers, merged by key; Metadata: the cluster view."""
 
-    def __init__(self, streams: KafkaStreams) -> None:
+    def __init__(self, streams: KafkaStreams, security: Security | None = None) -> None:
         self.streams = streams
-        self.pool = ChannelPool()
+        self.pool = ChannelPool(streams.config.security if security is None else security)
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
         self.watches = WatchService(streams)
@@ -131,9 +136,9 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         forwarded = request.forwarded
 
         def answer_local() -> pb.GetReply:
-            reply = self._answer_local(store, key, partition, options, forwarded)
+            reply = self._answer_local(store, key, partition, options)
             if forwarded:
-                slot.gets_for_peers += 1
+                slot.gets_routed += 1
             else:
                 slot.gets_local += 1
             return reply
@@ -147,8 +152,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return router.route(store, None if forwarded else TaskId(sub, partition), options, answer_local, forward,
                             forwarded=forwarded, local_state=streams.state.name)
 
-    def _answer_local(self, store: str, key: Any, partition: int, options: QueryOptions,
-                      forwarded: bool) -> pb.GetReply:
+    def _answer_local(self, store: str, key: Any, partition: int, options: QueryOptions) -> pb.GetReply:
         streams = self.streams
         try:
             read = streams.read_local(store, key, partition)
@@ -157,7 +161,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
         check_local_read(store, replica, options)
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name, forwarded)
+                             streams.state.name)
         spec = streams.topology.stores[store]
         reply = pb.GetReply(found=read.found, metadata=meta, value_serde=spec.value_serde.name)
         if read.found:
@@ -227,7 +231,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         spec = streams.topology.stores[store]
         vs = spec.value_serde.serialize
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name, request.forwarded)
+                             streams.state.name)
         return pb.WindowFetchReply(
             windows=[pb.WindowEntry(start=s, end=e, value=vs(v) or b"", value_json=value_to_json(v))
                      for s, e, v in windows],
@@ -242,20 +246,25 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                 instance_id=info.instance_id, endpoint=info.endpoint, state=info.state,
                 heartbeat_age_ms=now - info.heartbeat_ms, alive=streams.view.is_alive(info, now),
                 active_tasks=list(info.active_tasks), standby_tasks=list(info.standby_tasks),
-                restoring_tasks=list(info.restoring_tasks), counters=_counters_pb(info.counters),
+                restoring_tasks=list(info.restoring_tasks), assigned_at_ms=info.assigned_at_ms,
+                counters=_counters_pb(info.counters),
                 stores=[pb.StorePartition(store=s.store, partition=s.partition, role=s.role,
                                           position=s.position, end_offset=s.end_offset, lag=s.lag)
                         for s in info.stores]))
         if streams.layout is not None:
-            for store in streams.topology.stores:
+            for store, spec in streams.topology.stores.items():
                 st = streams.topology.subtopology_of_store(store)
-                out.store_partitions[store] = streams.layout.tasks_per_subtopology[st.id]
+                n = streams.layout.tasks_per_subtopology[st.id]
+                out.store_partitions[store] = n
+                out.store_routes.append(pb.StoreRoute(store=store, subtopology=st.id, partitions=n,
+                                                      key_serde=spec.key_serde.name,
+                                                      value_serde=spec.value_serde.name))
         return out
 
 
 def _counters_pb(c: InstanceCounters) -> pb.InstanceCounters:
     return pb.InstanceCounters(
-        records_processed=c.records_processed, gets_local=c.gets_local, gets_for_peers=c.gets_for_peers,
+        records_processed=c.records_processed, gets_local=c.gets_local, gets_routed=c.gets_routed,
         gets_forwarded=c.gets_forwarded, get_seconds=c.get_seconds, scans=c.scans, scan_entries=c.scan_entries,
         query_errors=dict(c.query_errors))
 
@@ -285,28 +294,43 @@ def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None =
 
 
 class QueryServer:
-    """The gRPC server of one instance: InteractiveQuery plus the standard health service."""
+    """The gRPC server of one instance: InteractiveQuery, the standard health service (SERVING
+    only while the instance is RUNNING, see :meth:`set_serving`) and server reflection; TLS and
+    the bearer token as ``security`` says (default: the instance's settings). ``host``: the
+    address to bind (default: ``config.listen_host``, loopback unless application.server is not)."""
 
-    def __init__(self, streams: KafkaStreams, port: int, host: str = "0.0.0.0", workers: int = 16) -> None:
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-        self.servicer = QueryServicer(streams)
-        pb_grpc.add_InteractiveQueryServicer_to_server(self.servicer, self.server)
+    def __init__(self, streams: KafkaStreams, port: int, host: str | None = None, workers: int = 16,
+                 security: Security | None = None) -> None:
+        security = streams.config.security if security is None else security
+        host = streams.config.listen_host if host is None else host
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                                  interceptors=security.server_interceptors())
+        self.servicer = QueryServicer(streams, security)
+        self.server.add_generic_rpc_handlers((strict_handler(self.servicer, _SERVICE),))
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        reflection.enable_server_reflection(
+            (_SERVICE.full_name, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+        address = f"{host}:{port}"
+        self.port = (self.server.add_secure_port(address, security.server_credentials()) if security.server_tls
+                     else self.server.add_insecure_port(address))
         if self.port == 0:
-            raise OSError(f"cannot bind gRPC port {host}:{port}")
+            raise OSError(f"cannot bind gRPC port {address}")
+        if not is_loopback(host) and not security.protected:
+            log.warning("the query server listens on %s without TLS or a token: anyone who can reach it can read "
+                        "every store. Set %s and %s (and %s), or %s=127.0.0.1 to keep it local",
+                        address, TLS_CERT_FILE, TLS_KEY_FILE, AUTH_TOKEN, LISTEN_HOST)
         self._streams = streams
+        self.set_serving(False)
 
     def start(self) -> None:
         self.server.start()
-        self.set_serving(False)
 
     def set_serving(self, serving: bool) -> None:
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         self.health.set("", status)
-        self.health.set("iqmesh.v1.InteractiveQuery", status)
+        self.health.set(_SERVICE.full_name, status)
 
     def stop(self, grace: float = 2.0) -> None:
         self.health.enter_graceful_shutdown()

@@ -9,17 +9,20 @@ downstream sees every update.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from instance.config import StreamsConfig
-from instance.errors import StreamsException
+from instance.errors import ProductionException, StreamsException
 from instance.runtime.global_state import GlobalStateManager
-from instance.runtime.task import DeserializationHandler, StreamTask
+from instance.runtime.handlers import ErrorHandling
+from instance.runtime.task import StreamTask
+from instance.runtime.timestamps import timestamp_extractor
 from instance.serde import BytesSerde, Serde
 from instance.state.kv_store import KeyValueStore
 from instance.state.session_store import SessionStore
 from instance.state.window_store import WindowStore
+from instance.topology.processor import Headers
 from instance.topology.topology import Topology
 from router.task_id import TaskId
 
@@ -27,11 +30,12 @@ from router.task_id import TaskId
 class _Msg:
     """Shaped like confluent_kafka.Message where the runtime reads it."""
 
-    __slots__ = ("_t", "_p", "_o", "_ts", "_k", "_v")
+    __slots__ = ("_t", "_p", "_o", "_ts", "_k", "_v", "_h")
 
     def __init__(self, topic: str, partition: int, offset: int, ts: int, key: bytes | None,
-                 value: bytes | None) -> None:
+                 value: bytes | None, headers: list[tuple[str, bytes | None]] | None = None) -> None:
         self._t, self._p, self._o, self._ts, self._k, self._v = topic, partition, offset, ts, key, value
+        self._h = headers
 
     def topic(self) -> str:
         return self._t
@@ -50,6 +54,28 @@ class _Msg:
 
     def value(self) -> bytes | None:
         return self._v
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        return self._h
+
+
+class _TestRecordFields(NamedTuple):
+    key: Any
+    value: Any
+    timestamp: int
+
+
+class TestRecord(_TestRecordFields):
+    """An output record (Kafka Streams' ``TestRecord``): compares as ``(key, value, timestamp)``;
+    ``headers`` rides along."""
+
+    __test__ = False
+    headers: Headers
+
+    def __new__(cls, key: Any, value: Any, timestamp: int, headers: Headers = ()) -> TestRecord:
+        self = super().__new__(cls, key, value, timestamp)
+        self.headers = headers
+        return self
 
 
 class TopologyTestDriver:
@@ -72,7 +98,12 @@ class TopologyTestDriver:
         self._pending: deque[_Msg] = deque()
         self._by_topic: dict[str, StreamTask] = {}
         self.tasks: list[StreamTask] = []
-        handler = DeserializationHandler(cfg.default_deserialization_exception_handler)
+        #: the exception handlers; ``errors.dropped`` counts what they skipped
+        self.errors = ErrorHandling(cfg.to_properties())
+        self.errors.send = self._send
+        #: librdkafka's ``message.max.bytes`` check, which refuses a record before sending it
+        self._max_record_bytes = int(cfg.client_overrides("producer.").get("message.max.bytes", 1_000_000))
+        extractor = timestamp_extractor(cfg.default_timestamp_extractor)
         cache_entries = cfg.statestore_cache_max_bytes // 100
         # global stores: in memory, one partition per topic, fed by pipe_input on their topics
         self.global_state = GlobalStateManager(topology, {g.topic: 1 for g in topology.global_stores.values()},
@@ -80,11 +111,14 @@ class TopologyTestDriver:
         self._global_topics = {g.topic for g in topology.global_stores.values()}
         for st in topology.subtopologies():
             task = StreamTask(TaskId(st.id, 0), topology, st, app, self._resolve, self._send,
-                              self._changelog_sender, None, cache_entries, True, handler,
-                              self.global_state.stores)
+                              self._changelog_sender, None, cache_entries, True, self.errors,
+                              self.global_state.stores, clock=self._clock, extractor=extractor)
             self.tasks.append(task)
             for topic in task.sources:
                 self._by_topic[topic] = task
+
+    def _clock(self) -> int:
+        return self.wall_clock_ms
 
     def _changelog_sender(self, topic: str, partition: int, task: Any) -> Any:
         def send(batch: list[tuple[bytes, bytes | None, int]]) -> None:
@@ -92,10 +126,15 @@ class TopologyTestDriver:
                 self._send(topic, kb, vb, ts)
         return send
 
-    def _send(self, topic: str, key: bytes | None, value: bytes | None, ts: int) -> None:
+    def _send(self, topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int = -1,
+              headers: list[tuple[str, bytes | None]] | None = None) -> None:
+        size = len(key or b"") + len(value or b"")
+        if size > self._max_record_bytes:
+            raise ProductionException(f"the producer refused a record for {topic}: MSG_SIZE_TOO_LARGE: "
+                                      f"{size} bytes > message.max.bytes {self._max_record_bytes}")
         off = self._offsets.get(topic, 0)
         self._offsets[topic] = off + 1
-        msg = _Msg(topic, 0, off, ts, key, value)
+        msg = _Msg(topic, 0, off, ts, key, value, headers)
         # as Kafka Streams' driver: every produced record is captured as output, and a record
         # to a topic the topology reads (repartition or user topic) is also piped back in
         self._outputs.setdefault(topic, deque()).append(msg)
@@ -103,7 +142,7 @@ class TopologyTestDriver:
             self._pending.append(msg)
 
     def pipe_raw(self, topic: str, key: bytes | None, value: bytes | None,
-                 timestamp: int | None = None) -> None:
+                 timestamp: int | None = None, headers: Sequence[tuple[str, bytes | None]] = ()) -> None:
         if topic in self._global_topics:
             off = self._offsets.get(topic, 0)
             self._offsets[topic] = off + 1
@@ -115,12 +154,16 @@ class TopologyTestDriver:
         off = self._offsets.get(topic, 0)
         self._offsets[topic] = off + 1
         ts = self.wall_clock_ms if timestamp is None else timestamp
-        self._run(task, _Msg(topic, 0, off, ts, key, value))
+        self._run(task, _Msg(topic, 0, off, ts, key, value, list(headers) or None))
 
     def _run(self, task: StreamTask, msg: _Msg) -> None:
         task.add_records(msg.topic(), [msg])
         task.process()
         self._commit()
+        self._drain()
+
+    def _drain(self) -> None:
+        """Feed records written to topics the topology reads back in, until none are left."""
         while self._pending:
             m = self._pending.popleft()
             t = self._by_topic[m.topic()]
@@ -166,9 +209,14 @@ class TopologyTestDriver:
         return sum(getattr(p, "dropped_records", 0) for t in self.tasks for p in t._processors)
 
     def advance_wall_clock_time(self, ms: int) -> None:
+        """Move the mocked wall clock forward and fire the wall-clock punctuations now due."""
         if ms < 0:
             raise ValueError("wall-clock time only moves forward")
         self.wall_clock_ms += ms
+        for t in self.tasks:
+            t.punctuate_wall_clock(self.wall_clock_ms)
+        self._commit()
+        self._drain()
 
     def read_output(self, topic: str) -> _Msg | None:
         q = self._outputs.get(topic)
@@ -192,8 +240,9 @@ class TestInputTopic:
     def __init__(self, driver: TopologyTestDriver, topic: str, ks: Serde, vs: Serde) -> None:
         self._d, self.topic, self._ks, self._vs = driver, topic, ks, vs
 
-    def pipe_input(self, key: Any, value: Any, timestamp: int | None = None) -> None:
-        self._d.pipe_raw(self.topic, self._ks.serialize(key), self._vs.serialize(value), timestamp)
+    def pipe_input(self, key: Any, value: Any, timestamp: int | None = None,
+                   headers: Sequence[tuple[str, bytes | None]] = ()) -> None:
+        self._d.pipe_raw(self.topic, self._ks.serialize(key), self._vs.serialize(value), timestamp, headers)
 
     def pipe_value_list(self, values: Iterable[Any]) -> None:
         for v in values:
@@ -213,11 +262,18 @@ class TestOutputTopic:
     def is_empty(self) -> bool:
         return not self._d._outputs.get(self.topic)
 
-    def read_record(self) -> tuple[Any, Any, int]:
+    def read_record(self) -> TestRecord:
         m = self._d.read_output(self.topic)
         if m is None:
             raise StreamsException(f"output topic {self.topic} is empty")
-        return self._ks.deserialize(m.key()), self._vs.deserialize(m.value()), m.timestamp()[1]
+        return TestRecord(self._ks.deserialize(m.key()), self._vs.deserialize(m.value()), m.timestamp()[1],
+                          tuple(m.headers() or ()))
+
+    def read_records_to_list(self) -> list[TestRecord]:
+        out = []
+        while not self.is_empty():
+            out.append(self.read_record())
+        return out
 
     def read_key_value(self) -> tuple[Any, Any]:
         k, v, _ = self.read_record()

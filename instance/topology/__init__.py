@@ -1,9 +1,17 @@
 """Topology: the DSL (StreamsBuilder) and the Processor API it builds on."""
 
+from instance.runtime.punctuation import Cancellable, PunctuationType
 from instance.topology.builder import KGroupedStream, KStream, Materialized, StreamsBuilder
 from instance.topology.global_table import GlobalKTable
 from instance.topology.ktable import KGroupedTable, KTable
-from instance.topology.processor import BaseProcessor, Processor, ProcessorContext
+from instance.topology.processor import (
+    BaseProcessor,
+    ContextualProcessor,
+    Processor,
+    ProcessorContext,
+    Record,
+    RecordMetadata,
+)
 from instance.topology.stream_joins import StreamJoined
 from instance.topology.suppress import BufferConfig, Suppressed
 from instance.topology.table_joins import Joined
@@ -20,7 +28,8 @@ from instance.topology.windows import (
 )
 
 __all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "GlobalKTable", "Joined",
-           "Materialized", "Topology", "Processor", "BaseProcessor", "ProcessorContext",
+           "Materialized", "Topology", "Processor", "ContextualProcessor", "BaseProcessor", "ProcessorContext",
+           "Record", "RecordMetadata", "PunctuationType", "Cancellable",
            # windows, joins, suppression
            "TimeWindows", "SlidingWindows", "SessionWindows", "JoinWindows", "EmitStrategy", "Windowed",
            "TimeWindow", "SessionWindow", "StreamJoined", "Suppressed", "BufferConfig"]

@@ -26,6 +26,8 @@ class SourceNode:
     seq: int
     children: list[str] = field(default_factory=list)
     parents: list[str] = field(default_factory=list)
+    #: this source's own extractor (``extract(record, partition_time)``); None: the configured default
+    timestamp_extractor: Any = None
 
 
 @dataclass
@@ -130,7 +132,7 @@ class Topology:
             self._nodes[name].parents.append(p)
 
     def add_source(self, name: str, *topics: str, key_serde: Serde | None = None,
-                   value_serde: Serde | None = None) -> Topology:
+                   value_serde: Serde | None = None, timestamp_extractor: Any = None) -> Topology:
         self._check_new(name)
         if not topics:
             raise TopologyException(f"source {name!r} needs at least one topic")
@@ -143,7 +145,8 @@ class Topology:
             if g.topic in topics:
                 raise TopologyException(f"topic {g.topic!r} already feeds global store {g.spec.name!r}")
         self._nodes[name] = SourceNode(name, list(topics), key_serde or BytesSerde(),
-                                       value_serde or BytesSerde(), self._next())
+                                       value_serde or BytesSerde(), self._next(),
+                                       timestamp_extractor=timestamp_extractor)
         return self
 
     def add_processor(self, name: str, supplier: ProcessorSupplier, *parents: str) -> Topology:
@@ -303,3 +306,19 @@ class Topology:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def source_topics(topology: Topology, node: str) -> set[str]:
+    """The topics read by the source nodes ``node`` descends from (co-partitioning groups)."""
+    out: set[str] = set()
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        nd = topology.nodes[n]
+        if isinstance(nd, SourceNode):
+            out.update(nd.topics)
+        todo.extend(nd.parents)
+    return out

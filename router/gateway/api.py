@@ -62,7 +62,7 @@ async def get_key(request: web.Request) -> web.Response:
     r, via = await gw.backend.call(lambda c: c.get(store, key, **read.kwargs()))
     md = r.metadata
     gw.metrics.answered(md["served_by"], md["role"], md["stale"])
-    return web.json_response({"store": store, "key": key, "found": r.found, "value": r.value, "metadata": md,
+    return web.json_response({"store": store, "key": key, "found": r.found, "value": r.json_value, "metadata": md,
                               "via": via})
 
 

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from router.gateway import api, dashboard, events, openapi, ops
+from router.gateway.auth import auth_middleware
 from router.gateway.context import GATEWAY, Gateway, GatewayConfig
 from router.gateway.errors import error_middleware
 from router.gateway.metrics import metrics_middleware
+from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
+
+log = logging.getLogger(__name__)
 
 
 def create_app(config: GatewayConfig) -> web.Application:
     gw = Gateway.of(config)
-    app = web.Application(middlewares=[metrics_middleware(gw.metrics), error_middleware])
+    app = web.Application(middlewares=[metrics_middleware(gw.metrics), error_middleware,
+                                       auth_middleware(config.security)])
     app[GATEWAY] = gw
     api.add_routes(app)
     app.router.add_get("/v1/events", events.events)
@@ -50,6 +56,13 @@ async def _closing(app: web.Application) -> None:
 
 
 def run_gateway(config: GatewayConfig, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve until SIGINT/SIGTERM."""
-    print(f"iqmesh gateway on http://{host}:{port}/ (API /v1, OpenAPI /openapi.json, dashboard /)", flush=True)
-    web.run_app(create_app(config), host=host, port=port, print=None, shutdown_timeout=5)
+    """Serve until SIGINT/SIGTERM (HTTPS when the security settings give a certificate)."""
+    security = config.security
+    scheme = "https" if security.server_tls else "http"
+    if not is_loopback(host) and not security.protected:
+        log.warning("the gateway listens on %s:%s without TLS or a token: anyone who can reach it can read every "
+                    "store. Set %s and %s (and %s), or --host 127.0.0.1", host, port, TLS_CERT_FILE, TLS_KEY_FILE,
+                    AUTH_TOKEN)
+    print(f"iqmesh gateway on {scheme}://{host}:{port}/ (API /v1, OpenAPI /openapi.json, dashboard /)", flush=True)
+    web.run_app(create_app(config), host=host, port=port, print=None, shutdown_timeout=5,
+                ssl_context=security.server_ssl_context())

@@ -22,6 +22,7 @@ import grpc
 from router.client import QueryClient
 from router.gateway.discovery import Discovery
 from router.gateway.errors import UNREACHABLE, is_refusal, unavailable
+from router.security import NO_SECURITY, Security
 
 T = TypeVar("T")
 
@@ -33,9 +34,11 @@ class Backend:
     """``call(fn)`` runs ``fn(client)`` against an entry instance without blocking the event loop;
     ``timeout`` bounds each gRPC call (the instances carry it across their forwarding hop)."""
 
-    def __init__(self, discovery: Discovery, timeout: float = 10.0, workers: int = 16) -> None:
+    def __init__(self, discovery: Discovery, timeout: float = 10.0, workers: int = 16,
+                 security: Security = NO_SECURITY) -> None:
         self.discovery = discovery
         self.timeout = timeout
+        self.security = security
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gateway-grpc")
         self._clients: dict[str, QueryClient] = {}
         self._lock = threading.Lock()
@@ -65,7 +68,7 @@ class Backend:
         with self._lock:
             c = self._clients.get(endpoint)
             if c is None:
-                c = self._clients[endpoint] = QueryClient(endpoint, timeout=self.timeout)
+                c = self._clients[endpoint] = QueryClient(endpoint, timeout=self.timeout, security=self.security)
             return c
 
     async def run(self, fn: Callable[[], T]) -> T:

@@ -10,6 +10,7 @@ from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery, TopicDiscovery
 from router.gateway.metrics import GatewayMetrics
 from router.gateway.snapshot import SnapshotPoller
+from router.security import NO_SECURITY, Security
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class GatewayConfig:
     application_id: str = ""
     timeout: float = 10.0
     poll_interval: float = 1.0
+    security: Security = NO_SECURITY
 
     def __post_init__(self) -> None:
         if not self.seeds and not (self.bootstrap and self.application_id):
@@ -46,7 +48,7 @@ class Gateway:
     @staticmethod
     def of(config: GatewayConfig) -> Gateway:
         discovery = config.discovery()
-        backend = Backend(discovery, config.timeout)
+        backend = Backend(discovery, config.timeout, security=config.security)
         metrics = GatewayMetrics()
         poller = SnapshotPoller(backend, metrics, config.poll_interval, on_alive=discovery.learn)
         return Gateway(config, discovery, backend, metrics, poller)

@@ -99,9 +99,9 @@ _INSTANCE = _obj(["instance_id", "endpoint", "state", "alive", "heartbeat_age_ms
                  restoring_tasks=_TASKS, stores={"type": "array", "items": _ref("StorePartition")},
                  store_updates_per_s={"type": "number"}, records_per_s={"type": "number"},
                  queries_per_s={"type": "number"}, lag={"type": "number"},
-                 counters=_obj(["records_processed", "gets_local", "gets_for_peers", "gets_forwarded", "get_seconds",
+                 counters=_obj(["records_processed", "gets_local", "gets_routed", "gets_forwarded", "get_seconds",
                                 "scans", "scan_entries", "query_errors"],
-                               records_processed=_INT64, gets_local=_INT64, gets_for_peers=_INT64,
+                               records_processed=_INT64, gets_local=_INT64, gets_routed=_INT64,
                                gets_forwarded=_INT64, get_seconds={"type": "number"}, scans=_INT64,
                                scan_entries=_INT64,
                                query_errors={"type": "object", "additionalProperties": _INT64}))

@@ -45,8 +45,9 @@ def _instance_families(snap: Snapshot) -> Iterable[_Family]:
     processed = _Family("iqmesh_instance_records_processed_total", "counter",
                         "Input records the instance's stream threads processed since it started.")
     gets = _Family("iqmesh_instance_gets_total", "counter",
-                   "Gets asked of the instance by how it served them: local (a client's, from a local "
-                   "replica), for_peer (forwarded to it by a peer), forwarded (it passed them on).")
+                   "Gets asked of the instance by how it served them: local (asked unrouted, answered from "
+                   "a local replica), routed (routed to it by a peer's hop or a routing client, answered "
+                   "locally), forwarded (it passed them on, one hop).")
     get_s = _Family("iqmesh_instance_get_seconds_total", "counter",
                     "Time the instance spent answering Gets (divide by the Gets for the mean latency).")
     scans = _Family("iqmesh_instance_scans_total", "counter", "Scan calls (MultiGet/Range/PrefixScan/All) it answered.")
@@ -70,7 +71,7 @@ def _instance_families(snap: Snapshot) -> Iterable[_Family]:
         rps.add(r.get("records_per_s", 0.0), instance=iid)
         c = i["counters"]
         processed.add(c["records_processed"], instance=iid)
-        for served, field in (("local", "gets_local"), ("for_peer", "gets_for_peers"), ("forwarded", "gets_forwarded")):
+        for served, field in (("local", "gets_local"), ("routed", "gets_routed"), ("forwarded", "gets_forwarded")):
             gets.add(c[field], instance=iid, served=served)
         get_s.add(c["get_seconds"], instance=iid)
         scans.add(c["scans"], instance=iid)

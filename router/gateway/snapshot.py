@@ -43,14 +43,14 @@ def metadata_to_json(reply: pb.MetadataReply) -> dict[str, Any]:
 
 def counters_to_json(c: pb.InstanceCounters) -> dict[str, Any]:
     return {"records_processed": c.records_processed, "gets_local": c.gets_local,
-            "gets_for_peers": c.gets_for_peers, "gets_forwarded": c.gets_forwarded,
+            "gets_routed": c.gets_routed, "gets_forwarded": c.gets_forwarded,
             "get_seconds": round(c.get_seconds, 6), "scans": c.scans, "scan_entries": c.scan_entries,
             "query_errors": dict(sorted(c.query_errors.items()))}
 
 
 def answered(counters: dict[str, Any]) -> int:
     """Queries an instance answered itself (a forwarded Get counts where it was answered)."""
-    return int(counters["gets_local"] + counters["gets_for_peers"] + counters["scans"])
+    return int(counters["gets_local"] + counters["gets_routed"] + counters["scans"])
 
 
 def store_replicas(md: dict[str, Any]) -> list[dict[str, Any]]:

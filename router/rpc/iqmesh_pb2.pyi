@@ -247,7 +247,7 @@ class StorePartition(_message.Message):
     def __init__(self, store: _Optional[str] = ..., partition: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
 
 class InstanceCounters(_message.Message):
-    __slots__ = ("records_processed", "gets_local", "gets_for_peers", "gets_forwarded", "get_seconds", "scans", "scan_entries", "query_errors")
+    __slots__ = ("records_processed", "gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries", "query_errors")
     class QueryErrorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -257,7 +257,7 @@ class InstanceCounters(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     RECORDS_PROCESSED_FIELD_NUMBER: _ClassVar[int]
     GETS_LOCAL_FIELD_NUMBER: _ClassVar[int]
-    GETS_FOR_PEERS_FIELD_NUMBER: _ClassVar[int]
+    GETS_ROUTED_FIELD_NUMBER: _ClassVar[int]
     GETS_FORWARDED_FIELD_NUMBER: _ClassVar[int]
     GET_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCANS_FIELD_NUMBER: _ClassVar[int]
@@ -265,16 +265,16 @@ class InstanceCounters(_message.Message):
     QUERY_ERRORS_FIELD_NUMBER: _ClassVar[int]
     records_processed: int
     gets_local: int
-    gets_for_peers: int
+    gets_routed: int
     gets_forwarded: int
     get_seconds: float
     scans: int
     scan_entries: int
     query_errors: _containers.ScalarMap[str, int]
-    def __init__(self, records_processed: _Optional[int] = ..., gets_local: _Optional[int] = ..., gets_for_peers: _Optional[int] = ..., gets_forwarded: _Optional[int] = ..., get_seconds: _Optional[float] = ..., scans: _Optional[int] = ..., scan_entries: _Optional[int] = ..., query_errors: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, records_processed: _Optional[int] = ..., gets_local: _Optional[int] = ..., gets_routed: _Optional[int] = ..., gets_forwarded: _Optional[int] = ..., get_seconds: _Optional[float] = ..., scans: _Optional[int] = ..., scan_entries: _Optional[int] = ..., query_errors: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class InstanceMetadata(_message.Message):
-    __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores", "counters")
+    __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores", "assigned_at_ms", "counters")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -284,6 +284,7 @@ class InstanceMetadata(_message.Message):
     STANDBY_TASKS_FIELD_NUMBER: _ClassVar[int]
     RESTORING_TASKS_FIELD_NUMBER: _ClassVar[int]
     STORES_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     endpoint: str
@@ -294,11 +295,26 @@ class InstanceMetadata(_message.Message):
     standby_tasks: _containers.RepeatedScalarFieldContainer[str]
     restoring_tasks: _containers.RepeatedScalarFieldContainer[str]
     stores: _containers.RepeatedCompositeFieldContainer[StorePartition]
+    assigned_at_ms: int
     counters: InstanceCounters
-    def __init__(self, instance_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., state: _Optional[str] = ..., heartbeat_age_ms: _Optional[int] = ..., alive: _Optional[bool] = ..., active_tasks: _Optional[_Iterable[str]] = ..., standby_tasks: _Optional[_Iterable[str]] = ..., restoring_tasks: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[_Union[StorePartition, _Mapping]]] = ..., counters: _Optional[_Union[InstanceCounters, _Mapping]] = ...) -> None: ...
+    def __init__(self, instance_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., state: _Optional[str] = ..., heartbeat_age_ms: _Optional[int] = ..., alive: _Optional[bool] = ..., active_tasks: _Optional[_Iterable[str]] = ..., standby_tasks: _Optional[_Iterable[str]] = ..., restoring_tasks: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[_Union[StorePartition, _Mapping]]] = ..., assigned_at_ms: _Optional[int] = ..., counters: _Optional[_Union[InstanceCounters, _Mapping]] = ...) -> None: ...
+
+class StoreRoute(_message.Message):
+    __slots__ = ("store", "subtopology", "partitions", "key_serde", "value_serde")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    SUBTOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    KEY_SERDE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SERDE_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    subtopology: int
+    partitions: int
+    key_serde: str
+    value_serde: str
+    def __init__(self, store: _Optional[str] = ..., subtopology: _Optional[int] = ..., partitions: _Optional[int] = ..., key_serde: _Optional[str] = ..., value_serde: _Optional[str] = ...) -> None: ...
 
 class MetadataReply(_message.Message):
-    __slots__ = ("asked", "instances", "store_partitions")
+    __slots__ = ("asked", "instances", "store_partitions", "store_routes")
     class StorePartitionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -309,10 +325,12 @@ class MetadataReply(_message.Message):
     ASKED_FIELD_NUMBER: _ClassVar[int]
     INSTANCES_FIELD_NUMBER: _ClassVar[int]
     STORE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    STORE_ROUTES_FIELD_NUMBER: _ClassVar[int]
     asked: str
     instances: _containers.RepeatedCompositeFieldContainer[InstanceMetadata]
     store_partitions: _containers.ScalarMap[str, int]
-    def __init__(self, asked: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[InstanceMetadata, _Mapping]]] = ..., store_partitions: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    store_routes: _containers.RepeatedCompositeFieldContainer[StoreRoute]
+    def __init__(self, asked: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[InstanceMetadata, _Mapping]]] = ..., store_partitions: _Optional[_Mapping[str, int]] = ..., store_routes: _Optional[_Iterable[_Union[StoreRoute, _Mapping]]] = ...) -> None: ...
 
 class WindowFetchRequest(_message.Message):
     __slots__ = ("store", "key", "raw_key", "time_from", "time_to", "options", "forwarded")

@@ -81,8 +81,8 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
                 if r.metadata["role"] != "RESTORING":
                     return False
                 restoring_meta = r.metadata
-                try:
-                    q.get("counts", "k7")
+                try:  # a short deadline: the client retries a refusal while its deadline allows
+                    q.get("counts", "k7", timeout=0.3)
                 except grpc.RpcError as err:
                     if err.code() is grpc.StatusCode.UNAVAILABLE:
                         seen_refused.add((err.details() or "").split(":", 1)[0])

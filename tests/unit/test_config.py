@@ -27,7 +27,7 @@ def test_minimal_config_and_defaults() -> None:
     assert not c.eos
     assert c.statestore_cache_max_bytes == 10 * 1024 * 1024
     assert c.auto_offset_reset == "earliest"
-    assert c.default_deserialization_exception_handler == "fail"
+    assert c.default_deserialization_exception_handler == "log-and-fail"
     assert c.extra == {}
 
 

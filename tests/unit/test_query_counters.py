@@ -35,7 +35,7 @@ def test_threads_count_without_losing_updates() -> None:
 
 
 def test_counters_travel_in_the_instance_info() -> None:
-    c = InstanceCounters(records_processed=5, gets_local=1, gets_for_peers=2, gets_forwarded=3, get_seconds=0.25,
+    c = InstanceCounters(records_processed=5, gets_local=1, gets_routed=2, gets_forwarded=3, get_seconds=0.25,
                          scans=4, scan_entries=40, query_errors=(("INVALID_ARGUMENT", 1),))
     info = InstanceInfo("i0", "h:1", "RUNNING", counters=c)
     assert InstanceInfo.from_json(info.to_json()).counters == c

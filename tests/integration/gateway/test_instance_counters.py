@@ -1,9 +1,10 @@
-"""The instances' own query and processing counters: after Gets, a scan and a failed call sent
-straight to one instance, /v1/instances and /metrics show exactly those figures, and the rates
-derived from them move."""
+"""The instances' own query and processing counters: after Gets, a scan and a failed call sent to
+one instance (unrouted: it answers or forwards each key), /v1/instances and /metrics show exactly
+those figures, and the rates derived from them move."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -11,7 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from router.client import QueryClient
+from router.rpc import iqmesh_pb2 as pb
+from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.gateway.conftest import GatewayCluster, lines
 from tests.integration.helpers import wait_until
 
@@ -51,24 +53,27 @@ def test_counters_and_metrics_reflect_the_queries(gateway_cluster: GatewayCluste
     before = wait_until(quiet, 60, "the counters to settle", gc.logs)
     assert set(before) == {i.instance_id for i in gc.cluster.instances}
 
+    # asked straight through a gRPC stub (the routing client would send each key to its owner)
     words = sorted(gc.truth)[:40]
-    local = forwarded = 0
-    with QueryClient(asked.target, timeout=10) as q:
+    local = forwarded = entries = 0
+    with grpc.insecure_channel(asked.target) as channel:
+        stub = pb_grpc.InteractiveQueryStub(channel)
         for w in words:
-            r = q.get("counts", w)
-            assert (r.found, r.value) == (True, gc.truth[w])
-            if r.metadata["served_by"] == me:
+            r = stub.Get(pb.GetRequest(store="counts", key=w), timeout=10)
+            assert (r.found, json.loads(r.value_json)) == (True, gc.truth[w])
+            if r.metadata.served_by == me:
                 local += 1
             else:
                 forwarded += 1
-        entries = sum(1 for _ in q.all("counts"))
+        for reply in stub.All(pb.AllRequest(store="counts", scan=pb.ScanOptions(limit=10_000)), timeout=10):
+            entries += len(reply.entries.entries)
         with pytest.raises(grpc.RpcError) as e:
-            q.get("no-such-store", "x")
+            stub.Get(pb.GetRequest(store="no-such-store", key="x"), timeout=10)
         assert e.value.code() is grpc.StatusCode.NOT_FOUND
     assert local and forwarded and entries == len(gc.truth)
 
     b = before[me]["counters"]
-    peers_before = sum(i["counters"]["gets_for_peers"] for iid, i in before.items() if iid != me)
+    peers_before = sum(i["counters"]["gets_routed"] for iid, i in before.items() if iid != me)
     seen: list[dict[str, Any]] = [{}]
 
     def counted() -> dict[str, dict[str, Any]] | None:
@@ -77,7 +82,7 @@ def test_counters_and_metrics_reflect_the_queries(gateway_cluster: GatewayCluste
         c = now[me]["counters"]
         ok = (c["gets_local"] - b["gets_local"] == local
               and c["gets_forwarded"] - b["gets_forwarded"] == forwarded
-              and sum(i["counters"]["gets_for_peers"] for iid, i in now.items() if iid != me) - peers_before
+              and sum(i["counters"]["gets_routed"] for iid, i in now.items() if iid != me) - peers_before
               == forwarded
               and c["scans"] > b["scans"] and c["scan_entries"] - b["scan_entries"] >= entries
               and c["query_errors"].get("NOT_FOUND", 0) == b["query_errors"].get("NOT_FOUND", 0) + 1
@@ -102,8 +107,10 @@ def test_counters_and_metrics_reflect_the_queries(gateway_cluster: GatewayCluste
     assert _metric(text, "iqmesh_instance_records_per_second", instance=me) is not None
 
     # the rate is the counters' growth over the last 5 s: it moves while queries come
-    with QueryClient(asked.target, timeout=10) as q:
+    with grpc.insecure_channel(asked.target) as channel:
+        stub = pb_grpc.InteractiveQueryStub(channel)
+
         def rate() -> float:
-            q.get("counts", words[0])
+            stub.Get(pb.GetRequest(store="counts", key=words[0]), timeout=10)
             return float(_instances(gc)[me]["queries_per_s"])
         assert wait_until(rate, 30, "queries/s of the asked instance to move", gc.logs) > 0

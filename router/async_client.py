@@ -1,0 +1,203 @@
+"""The grpc.aio twin of :class:`router.client.QueryClient`: the same methods, awaited (scans are
+iterated with ``async for``), the same routing and retry policy (:mod:`router.client_core`).
+Use one instance per event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from router.channels import AioChannelPool
+from router.client_core import (
+    MAX_TABLE_AGE_S,
+    RETRY_REASONS,
+    Backoff,
+    Deadline,
+    Entries,
+    KeyArg,
+    QueryResult,
+    ScanMethods,
+    WindowsResult,
+    get_request,
+    is_retryable,
+    is_unreachable,
+    needs_refresh,
+    parse_seeds,
+    prepare_scan,
+    result_of,
+    routing_options,
+    session_request,
+    unavailable,
+    window_request,
+    windows_of,
+)
+from router.forward import refusal
+from router.query_router import Candidate, QueryRouter
+from router.routing_table import RoutingTable
+from router.rpc import iqmesh_pb2 as pb
+from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from router.scan_pages import AsyncScan
+from router.scan_wire import ScanRequest, method_of
+from router.security import NO_SECURITY, Security
+from router.task_id import TaskId
+from router.unavailable import UnavailableError, UnavailableReason
+
+T = TypeVar("T")
+
+
+class AsyncQueryClient(ScanMethods[AsyncScan]):
+    """``async with AsyncQueryClient("127.0.0.1:50051") as c: await c.get("counts", "kafka")``."""
+
+    def __init__(self, target: str | Sequence[str], timeout: float = 10.0, *, security: Security = NO_SECURITY,
+                 max_table_age: float = MAX_TABLE_AGE_S) -> None:
+        self.seeds = parse_seeds(target)
+        self.target = self.seeds[0]
+        self.timeout = timeout
+        self.max_table_age = max_table_age
+        self._pool = AioChannelPool(security)
+        self._entries = Entries(self.seeds)
+        self._table: RoutingTable | None = None
+        self._stale = False
+        self._refreshing: asyncio.Lock | None = None
+
+    @property
+    def table(self) -> RoutingTable | None:
+        return self._table
+
+    async def get(self, store: str, key: KeyArg, allow_stale: bool = False, max_lag: int | None = None,
+                  position: str = "", timeout: float | None = None) -> QueryResult:
+        """As :meth:`router.client.QueryClient.get`."""
+        deadline = Deadline.within(self.timeout if timeout is None else timeout)
+        request = get_request(store, key, allow_stale, max_lag, position)
+        options = routing_options(request)
+        backoff = Backoff()
+        while True:
+            table = await self._fresh_table(deadline)
+            task = table.task_of(store, key) if table is not None and options is not None else None
+            try:
+                if table is None or task is None or options is None:
+                    reply, _ = await self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
+                else:
+                    router = QueryRouter(table.view, None)
+                    candidates, skipped = router.plan(store, task, options)
+                    reply = await self._ask_candidates(store, task, request, candidates, skipped, deadline,
+                                                       allow_stale)
+                return result_of(reply, table, store)
+            except UnavailableError as e:
+                self._stale = True
+                pause = backoff.pause(deadline) if e.reason in RETRY_REASONS else None
+                if pause is None:
+                    raise unavailable(e) from None
+            except grpc.RpcError as e:
+                pause = backoff.pause(deadline) if is_retryable(e) else None
+                if pause is None:
+                    raise
+                self._stale = True
+            await asyncio.sleep(pause)
+
+    async def _ask_candidates(self, store: str, task: TaskId, request: pb.GetRequest, candidates: list[Candidate],
+                              skipped: list[UnavailableReason], deadline: Deadline,
+                              allow_stale: bool) -> pb.GetReply:
+        """QueryRouter.route's loop, awaited: the first candidate that answers."""
+        direct = pb.GetRequest()
+        direct.CopyFrom(request)
+        direct.forwarded = True  # answer or refuse; never passed on
+        tried: list[str] = []
+        refused: list[UnavailableReason] = []
+        for c in candidates:
+            tried.append(c.instance_id)
+            try:
+                reply: pb.GetReply = await self._pool.stub(c.endpoint).Get(
+                    direct, timeout=deadline.attempt_timeout(allow_stale))
+                return reply
+            except grpc.RpcError as e:
+                r = refusal(c.endpoint, e)
+                if r is None:
+                    raise
+                refused.append(r.reason)
+        raise QueryRouter.exhausted(store, task, refused + skipped, tried)
+
+    # -- window and session stores: asked of an entry instance, which routes the key ------------
+    async def window_fetch(self, store: str, key: str, time_from: int, time_to: int, allow_stale: bool = False,
+                           max_lag: int | None = None, position: str = "") -> WindowsResult:
+        req = window_request(store, key, time_from, time_to, allow_stale, max_lag, position)
+        return windows_of((await self._on_entry(lambda stub, t: stub.WindowFetch(req, timeout=t),
+                                                Deadline.within(self.timeout)))[0])
+
+    async def session_fetch(self, store: str, key: str, allow_stale: bool = False, max_lag: int | None = None,
+                            position: str = "") -> WindowsResult:
+        req = session_request(store, key, allow_stale, max_lag, position)
+        return windows_of((await self._on_entry(lambda stub, t: stub.SessionFetch(req, timeout=t),
+                                                Deadline.within(self.timeout)))[0])
+
+    # -- scans (ScanMethods): iterated with ``async for`` ---------------------------------------
+    def _scan(self, request: ScanRequest, opts: dict[str, Any]) -> AsyncScan:
+        page_size, limit, page_token = prepare_scan(request, **opts)
+        name = method_of(request)
+
+        async def read(stub: pb_grpc.InteractiveQueryStub, t: float, r: ScanRequest) -> list[pb.ScanReply]:
+            return [m async for m in getattr(stub, name)(r, timeout=t)]
+
+        async def page(r: ScanRequest) -> list[pb.ScanReply]:
+            return (await self._on_entry(lambda stub, t: read(stub, t, r), Deadline.within(self.timeout)))[0]
+        return AsyncScan(page, request, page_size, limit, page_token)
+
+    async def metadata(self) -> pb.MetadataReply:
+        reply, _ = await self._on_entry(lambda stub, t: stub.Metadata(pb.MetadataRequest(), timeout=t),
+                                        Deadline.within(self.timeout))
+        return reply
+
+    async def refresh(self) -> RoutingTable:
+        await self.metadata()
+        assert self._table is not None
+        return self._table
+
+    # -- parts ---------------------------------------------------------------------------------
+    async def _fresh_table(self, deadline: Deadline) -> RoutingTable | None:
+        table = self._table
+        if not needs_refresh(table, self._stale, self.max_table_age):
+            return table
+        if self._refreshing is None:
+            self._refreshing = asyncio.Lock()
+        async with self._refreshing:
+            if self._table is not table:
+                return self._table
+            try:
+                await self._on_entry(lambda stub, t: stub.Metadata(pb.MetadataRequest(), timeout=t), deadline)
+            except grpc.RpcError:
+                pass
+            return self._table
+
+    async def _on_entry(self, call: Callable[[pb_grpc.InteractiveQueryStub, float], Awaitable[T]],
+                        deadline: Deadline) -> tuple[T, str]:
+        last: grpc.RpcError | None = None
+        for endpoint in self._entries.order(self._table):
+            try:
+                result = await call(self._pool.stub(endpoint), deadline.remaining())
+            except grpc.RpcError as e:
+                if not is_unreachable(e) or deadline.remaining() <= 0:
+                    raise
+                self._entries.unreachable(endpoint)
+                last = e
+                continue
+            self._entries.answered(endpoint)
+            if isinstance(result, pb.MetadataReply):
+                self._table, self._stale = RoutingTable(result), False
+            return result, endpoint
+        assert last is not None
+        raise last
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def __aenter__(self) -> AsyncQueryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+__all__ = ["AsyncQueryClient", "AsyncScan", "QueryResult", "WindowsResult"]
