@@ -60,6 +60,34 @@ class StoreInfo:
 
 
 @dataclass(frozen=True)
+class InstanceCounters:
+    """Totals since the instance started, published with its InstanceInfo so that /metrics and
+    the dashboard derive processing and query rates from what the instance really did."""
+
+    records_processed: int = 0  # input records its stream threads processed
+    gets_local: int = 0         # Gets asked here unrouted, answered from a local replica
+    gets_routed: int = 0        # Gets routed here (a peer's hop, a routing client), answered locally
+    gets_forwarded: int = 0     # Gets asked here that this instance forwarded to a peer
+    get_seconds: float = 0.0    # time spent in Get (local and forwarded), for the mean latency
+    scans: int = 0              # MultiGet/Range/PrefixScan/All calls (forwarded pages too)
+    scan_entries: int = 0       # entries those calls returned
+    #: failed query calls by gRPC status name (UNAVAILABLE, NOT_FOUND, INVALID_ARGUMENT...)
+    query_errors: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def queries_answered(self) -> int:
+        """Calls this instance answered itself (a forwarded Get counts where it was answered)."""
+        return self.gets_local + self.gets_routed + self.scans
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> InstanceCounters:
+        known = InstanceCounters.__dataclass_fields__
+        d = {k: v for k, v in d.items() if k in known}
+        d["query_errors"] = tuple((str(code), int(n)) for code, n in d.get("query_errors", ()))
+        return InstanceCounters(**d)
+
+
+@dataclass(frozen=True)
 class InstanceInfo:
     instance_id: str
     endpoint: str
@@ -80,6 +108,7 @@ class InstanceInfo:
     member_ids: tuple[str, ...] = ()
     #: every store of the topology (the same on every instance running it)
     store_catalog: tuple[StoreInfo, ...] = ()
+    counters: InstanceCounters = field(default_factory=InstanceCounters)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -94,6 +123,7 @@ class InstanceInfo:
         d["member_ids"] = tuple(d.get("member_ids", ()))
         d["stores"] = tuple(StorePartitionInfo(**s) for s in d.get("stores", ()))
         d["store_catalog"] = tuple(StoreInfo(**s) for s in d.get("store_catalog", ()))
+        d["counters"] = InstanceCounters.from_dict(d.get("counters") or {})
         known = InstanceInfo.__dataclass_fields__
         return InstanceInfo(**{k: v for k, v in d.items() if k in known})  # a newer writer's fields: ignored
 

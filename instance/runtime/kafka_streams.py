@@ -24,6 +24,7 @@ from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
+from instance.runtime.query_counters import QueryCounters
 from instance.runtime.reachability import check_reachable
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
@@ -92,6 +93,10 @@ class KafkaStreams:
         self._close_lock = threading.Lock()
         self.last_error: BaseException | None = None
         self.membership: MembershipCoordinator | None = None
+        #: counted by the query server, published with the instance's metadata
+        self.query_counters = QueryCounters()
+        #: records processed by stream threads that were replaced (their counts stay in the total)
+        self._processed_by_gone_threads = 0
         self._next_cleanup = time.monotonic() + self.config.state_cleanup_delay_ms / 1000.0
 
     # -- state --------------------------------------------------------------------------------
@@ -199,6 +204,7 @@ class KafkaStreams:
         if (response is StreamThreadExceptionResponse.REPLACE_THREAD
                 and self.state.is_running_or_rebalancing()):
             self.threads.remove(thread)
+            self._processed_by_gone_threads += thread.processed
             self._start_thread(thread.index)
             return
         # SHUTDOWN_APPLICATION cannot reach other instances without assignment userdata: this
@@ -284,6 +290,8 @@ class KafkaStreams:
             threads=self.config.num_stream_threads,
             member_ids=tuple(t.member_id for t in self.threads if t.member_id),
             store_catalog=self._store_catalog(),
+            counters=self.query_counters.totals(
+                self._processed_by_gone_threads + sum(t.processed for t in list(self.threads))),
         )
 
     def _store_catalog(self) -> tuple[StoreInfo, ...]:
@@ -389,12 +397,14 @@ class KafkaStreams:
         md = self.view.key_query_metadata(sub, partition)
         return md if md.available else NOT_AVAILABLE
 
-    def read_local(self, store: str, key: Any) -> LocalRead:
+    def read_local(self, store: str, key: Any, partition: int | None = None) -> LocalRead:
         """Read ``key`` from this instance's replica of its partition (active first, then a
-        standby), or raise InvalidStateStoreException if there is none here."""
+        standby), or raise InvalidStateStoreException if there is none here. ``partition``: the
+        key's, when the caller computed it already."""
         if not self.state.is_running_or_rebalancing():
             raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
-        _, partition = self.store_partition(store, key)
+        if partition is None:
+            _, partition = self.store_partition(store, key)
         value, role, position, end, catching_up = self.local_replica(store, partition,
                                                                      lambda kv: kv.query_get(key))
         return LocalRead(value is not None, value, partition, role, position, end, catching_up)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from typing import Any
 
@@ -10,12 +11,22 @@ from router.local_read import LocalReplica
 from router.rpc import iqmesh_pb2 as pb
 from router.tokens import PositionToken
 
+_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
+
 
 def value_to_json(value: Any) -> str:
     """The reply's JSON value; bytes become a base64 string since JSON has no bytes."""
+    if type(value) is int:  # the commonest value (counts), not bool
+        return str(value)
     if isinstance(value, bytes | bytearray):
         return json.dumps(base64.b64encode(value).decode())
-    return json.dumps(value, separators=(",", ":"), default=str)
+    return _JSON.encode(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def position_token(store: str, partition: int, position: int) -> str:
+    """A replica's position moves once per commit: most replies repeat the last token."""
+    return PositionToken(store, partition, position).encode()
 
 
 def read_metadata(store: str, replica: LocalReplica, served_by: str, endpoint: str,
@@ -27,4 +38,4 @@ def read_metadata(store: str, replica: LocalReplica, served_by: str, endpoint: s
         served_by=served_by, endpoint=endpoint, role=replica.role.value, instance_state=instance_state,
         partition=replica.partition, position=replica.position, end_offset=replica.end_offset, lag=replica.lag,
         stale=replica.is_stale(instance_state),
-        position_token=PositionToken(store, replica.partition, replica.position).encode())
+        position_token=position_token(store, replica.partition, replica.position))

@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from instance.config import LISTEN_HOST
 from instance.errors import InvalidStateStoreException
 from instance.runtime.kafka_streams import KafkaStreams
+from instance.runtime.query_counters import QuerySlot
 from instance.server.replies import read_metadata, value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
@@ -24,7 +25,9 @@ from instance.server.watch import WatchService
 from router.channels import ChannelPool
 from router.forward import forward_fetch, forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
+from router.metadata import InstanceCounters
 from router.options import QueryOptions
+from router.partitioner import default_partition
 from router.query_keys import check_query_key
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
@@ -42,8 +45,13 @@ _SERVICE = pb.DESCRIPTOR.services_by_name["InteractiveQuery"]
 __all__ = ["QueryServer", "QueryServicer", "value_to_json"]
 
 
+_DEFAULT_OPTIONS = QueryOptions()
+
+
 def _options_of(request: pb.GetRequest) -> QueryOptions:
     o = request.options
+    if not (o.allow_stale or o.position or o.HasField("max_lag")):
+        return _DEFAULT_OPTIONS  # most queries: nothing to parse
     return QueryOptions.parse(request.store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
                               o.position)
 
@@ -58,12 +66,17 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
         self.watches = WatchService(streams)
+        self.counters = streams.query_counters
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
+        slot = self.counters.slot()
+        start = time.perf_counter()
         try:
-            return self._get(request, context.time_remaining)
+            return self._get(request, context.time_remaining, slot)
         except Exception as e:
-            _abort(context, e)
+            _abort(context, e, slot)
+        finally:
+            slot.get_seconds += time.perf_counter() - start
 
     def MultiGet(self, request: pb.MultiGetRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
         return self._scan(request, context)
@@ -78,10 +91,14 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return self._scan(request, context)
 
     def _scan(self, request: ScanRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
+        slot = self.counters.slot()
         try:
             replies = self.scans.page(request, context.time_remaining)
         except Exception as e:
-            _abort(context, e)
+            _abort(context, e, slot)
+        slot.scans += 1
+        if replies and replies[-1].HasField("end"):
+            slot.scan_entries += replies[-1].end.count
         return iter(replies)
 
     def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[pb.WatchReply]:
@@ -95,38 +112,50 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             stream.close()  # the call has ended already
         return _guarded(context, stream.replies())
 
-    def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None]) -> pb.GetReply:
+    def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
+             slot: QuerySlot) -> pb.GetReply:
         streams = self.streams
-        if not request.store:
-            raise ValueError("store must be given")
         store = request.store
+        if not store:
+            raise ValueError("store must be given")
         check_query_key(request.raw_key or request.key)
+        # the key is parsed, serialized and partitioned once per Get (the hot path)
+        sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
+        key_serde = streams.topology.stores[store].key_serde
+        key_bytes: bytes | None
         if request.raw_key:
-            spec = streams.topology.stores.get(store)
-            key = spec.key_serde.deserialize(request.raw_key) if spec else request.raw_key
+            key_bytes = request.raw_key
+            key = key_serde.deserialize(key_bytes)
         else:
             key = streams.parse_key(store, request.key)
+            key_bytes = key_serde.serialize(key)
+        if key_bytes is None:
+            raise ValueError("key must not be None")
+        partition = default_partition(key_bytes, partitions)
         options = _options_of(request)
         forwarded = request.forwarded
 
         def answer_local() -> pb.GetReply:
-            return self._answer_local(store, key, options)
+            reply = self._answer_local(store, key, partition, options)
+            if forwarded:
+                slot.gets_routed += 1
+            else:
+                slot.gets_local += 1
+            return reply
 
         def forward(endpoint: str) -> pb.GetReply:
-            return forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
+            reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
+            slot.gets_forwarded += 1
+            return reply
 
-        task = None
-        if not forwarded:
-            streams.query_metadata_for_key(store, key)  # raises for an unknown store / not started
-            task = TaskId(*streams.store_partition(store, key))
         router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, task, options, answer_local, forward, forwarded=forwarded,
-                            local_state=streams.state.name)
+        return router.route(store, None if forwarded else TaskId(sub, partition), options, answer_local, forward,
+                            forwarded=forwarded, local_state=streams.state.name)
 
-    def _answer_local(self, store: str, key: Any, options: QueryOptions) -> pb.GetReply:
+    def _answer_local(self, store: str, key: Any, partition: int, options: QueryOptions) -> pb.GetReply:
         streams = self.streams
         try:
-            read = streams.read_local(store, key)
+            read = streams.read_local(store, key, partition)
         except InvalidStateStoreException as e:
             raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
         replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
@@ -218,6 +247,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                 heartbeat_age_ms=now - info.heartbeat_ms, alive=streams.view.is_alive(info, now),
                 active_tasks=list(info.active_tasks), standby_tasks=list(info.standby_tasks),
                 restoring_tasks=list(info.restoring_tasks), assigned_at_ms=info.assigned_at_ms,
+                counters=_counters_pb(info.counters),
                 stores=[pb.StorePartition(store=s.store, partition=s.partition, role=s.role,
                                           position=s.position, end_offset=s.end_offset, lag=s.lag)
                         for s in info.stores]))
@@ -232,6 +262,13 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return out
 
 
+def _counters_pb(c: InstanceCounters) -> pb.InstanceCounters:
+    return pb.InstanceCounters(
+        records_processed=c.records_processed, gets_local=c.gets_local, gets_routed=c.gets_routed,
+        gets_forwarded=c.gets_forwarded, get_seconds=c.get_seconds, scans=c.scans, scan_entries=c.scan_entries,
+        query_errors=dict(c.query_errors))
+
+
 def _guarded(context: grpc.ServicerContext, replies: Iterator[pb.WatchReply]) -> Iterator[pb.WatchReply]:
     """``replies``, a failure mid-stream ending the call with its mapped status."""
     try:
@@ -240,12 +277,16 @@ def _guarded(context: grpc.ServicerContext, replies: Iterator[pb.WatchReply]) ->
         _abort(context, e)
 
 
-def _abort(context: grpc.ServicerContext, e: Exception) -> NoReturn:
-    """End the call with the status ``e`` maps to; a gRPC error from the forwarded hop passes
-    through with its own status."""
+def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None = None) -> NoReturn:
+    """End the call with the status ``e`` maps to (counted in ``slot``); a gRPC error from the
+    forwarded hop passes through with its own status."""
     if isinstance(e, grpc.RpcError):
+        if slot is not None:
+            slot.errors[e.code().name] += 1
         context.abort(e.code(), e.details() or "forwarded query failed")
     code, msg = to_status(e)
+    if slot is not None:
+        slot.errors[code.name] += 1
     if code is grpc.StatusCode.INTERNAL:
         log.error("query failed", exc_info=e)
     context.abort(code, msg)

@@ -18,7 +18,7 @@ from instance.serde.change_serde import ChangeSerde
 from instance.state.spec import StoreSpec
 from instance.topology import table_processors as TP
 from instance.topology.processors import OldValues
-from instance.topology.topology import InternalTopic, SourceNode, Topology
+from instance.topology.topology import InternalTopic, source_topics
 
 if TYPE_CHECKING:
     from instance.topology.builder import KStream, MaterializedArg, StreamsBuilder
@@ -32,22 +32,6 @@ def with_old_values(proc: Any, old_values: OldValues) -> Any:
 
 def store_getter(store: str) -> TP.GetterFactory:
     return lambda context: context.get_state_store(store).get
-
-
-def source_topics(topology: Topology, node: str) -> set[str]:
-    """The topics read by the source nodes ``node`` descends from (co-partitioning groups)."""
-    out: set[str] = set()
-    todo, seen = [node], set()
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        nd = topology.nodes[n]
-        if isinstance(nd, SourceNode):
-            out.update(nd.topics)
-        todo.extend(nd.parents)
-    return out
 
 
 class KTable:

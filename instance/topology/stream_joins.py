@@ -22,7 +22,7 @@ from instance.serde import Serde
 from instance.state.spec import StoreSpec
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.processors import PassThroughProcessor
-from instance.topology.topology import SourceNode, Topology
+from instance.topology.topology import source_topics
 from instance.topology.windows import JoinWindows
 
 if TYPE_CHECKING:
@@ -255,23 +255,6 @@ class StreamStreamJoinProcessor(BaseProcessor):
 
 # -- building ---------------------------------------------------------------------------------------
 
-def _source_topics(topology: Topology, node: str) -> set[str]:
-    """The topics whose records reach ``node``."""
-    out: set[str] = set()
-    seen: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        nd = topology.nodes[n]
-        if isinstance(nd, SourceNode):
-            out.update(nd.topics)
-        stack.extend(nd.parents)
-    return out
-
-
 def stream_stream_join(left: KStream, right: Any, joiner: Joiner, windows: Any, kind: str,
                        stream_joined: StreamJoined | None = None) -> KStream:
     """``kind``: "inner", "left" or "outer"."""
@@ -294,7 +277,7 @@ def stream_stream_join(left: KStream, right: Any, joiner: Joiner, windows: Any, 
     if right.repartition_required:
         rnode = _insert_repartition(b, rnode, f"{right.node}-right", ks, rvs, None)
     topo = b.topology
-    topo.add_copartition_group(_source_topics(topo, lnode) | _source_topics(topo, rnode))
+    topo.add_copartition_group(source_topics(topo, lnode) | source_topics(topo, rnode))
 
     left_outer, right_outer = kind in ("left", "outer"), kind == "outer"
     this_window, other_window = b.new_name("KSTREAM-WINDOWED-"), b.new_name("KSTREAM-WINDOWED-")

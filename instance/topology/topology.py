@@ -306,3 +306,19 @@ class Topology:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def source_topics(topology: Topology, node: str) -> set[str]:
+    """The topics read by the source nodes ``node`` descends from (co-partitioning groups)."""
+    out: set[str] = set()
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        nd = topology.nodes[n]
+        if isinstance(nd, SourceNode):
+            out.update(nd.topics)
+        todo.extend(nd.parents)
+    return out

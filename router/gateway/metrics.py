@@ -1,6 +1,6 @@
 """What the gateway counts itself: requests by route and status with their latency, and the answers
-it received by serving instance (the instances publish no query counters, so a query rate per
-instance is what passed through this gateway)."""
+it received by serving instance (the instances' own counters, for every client, come with the
+routing table: see snapshot.py)."""
 
 from __future__ import annotations
 
@@ -45,12 +45,6 @@ class GatewayMetrics:
     def answered(self, served_by: str, role: str, stale: bool, n: int = 1) -> None:
         if served_by:
             self.answers[(served_by, role, stale)] += n
-
-    def answers_by_instance(self) -> dict[str, int]:
-        out: dict[str, int] = defaultdict(int)
-        for (iid, _, _), n in self.answers.items():
-            out[iid] += n
-        return dict(out)
 
     @property
     def requests_total(self) -> int:

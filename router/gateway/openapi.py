@@ -97,7 +97,14 @@ _INSTANCE = _obj(["instance_id", "endpoint", "state", "alive", "heartbeat_age_ms
                  instance_id={"type": "string"}, endpoint={"type": "string"}, state={"type": "string"},
                  alive={"type": "boolean"}, heartbeat_age_ms=_INT64, active_tasks=_TASKS, standby_tasks=_TASKS,
                  restoring_tasks=_TASKS, stores={"type": "array", "items": _ref("StorePartition")},
-                 store_updates_per_s={"type": "number"}, queries_per_s={"type": "number"}, lag={"type": "number"})
+                 store_updates_per_s={"type": "number"}, records_per_s={"type": "number"},
+                 queries_per_s={"type": "number"}, lag={"type": "number"},
+                 counters=_obj(["records_processed", "gets_local", "gets_routed", "gets_forwarded", "get_seconds",
+                                "scans", "scan_entries", "query_errors"],
+                               records_processed=_INT64, gets_local=_INT64, gets_routed=_INT64,
+                               gets_forwarded=_INT64, get_seconds={"type": "number"}, scans=_INT64,
+                               scan_entries=_INT64,
+                               query_errors={"type": "object", "additionalProperties": _INT64}))
 _REPLICA = {**_obj(["instance_id", "role", "position", "lag"], instance_id={"type": "string"},
                    role={"type": "string"}, position=_INT64, end_offset=_INT64, lag=_INT64)}
 _STORE_INFO = _obj(["store", "partitions", "replicas"], store={"type": "string"}, partitions={"type": "integer"},

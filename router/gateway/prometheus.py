@@ -39,7 +39,20 @@ def _instance_families(snap: Snapshot) -> Iterable[_Family]:
     upd = _Family("iqmesh_instance_store_updates_per_second", "gauge",
                   "Growth of the changelog positions of the instance's active store partitions (between snapshots).")
     qps = _Family("iqmesh_instance_queries_per_second", "gauge",
-                  "Answers per second the instance gave through this gateway (between snapshots).")
+                  "Gets and scans per second the instance answered itself, from any client (5 s average).")
+    rps = _Family("iqmesh_instance_records_per_second", "gauge",
+                  "Input records per second the instance's stream threads processed (5 s average).")
+    processed = _Family("iqmesh_instance_records_processed_total", "counter",
+                        "Input records the instance's stream threads processed since it started.")
+    gets = _Family("iqmesh_instance_gets_total", "counter",
+                   "Gets asked of the instance by how it served them: local (asked unrouted, answered from "
+                   "a local replica), routed (routed to it by a peer's hop or a routing client, answered "
+                   "locally), forwarded (it passed them on, one hop).")
+    get_s = _Family("iqmesh_instance_get_seconds_total", "counter",
+                    "Time the instance spent answering Gets (divide by the Gets for the mean latency).")
+    scans = _Family("iqmesh_instance_scans_total", "counter", "Scan calls (MultiGet/Range/PrefixScan/All) it answered.")
+    entries = _Family("iqmesh_instance_scan_entries_total", "counter", "Entries the instance's scan calls returned.")
+    errors = _Family("iqmesh_instance_query_errors_total", "counter", "Failed query calls by gRPC status.")
     for i in snap.metadata.get("instances", []):
         iid = i["instance_id"]
         up.add(1 if i["alive"] else 0, instance=iid)
@@ -55,7 +68,17 @@ def _instance_families(snap: Snapshot) -> Iterable[_Family]:
         r = snap.rates.get(iid, {})
         upd.add(r.get("store_updates_per_s", 0.0), instance=iid)
         qps.add(r.get("queries_per_s", 0.0), instance=iid)
-    return (up, state, age, tasks, pos, end, lag, upd, qps)
+        rps.add(r.get("records_per_s", 0.0), instance=iid)
+        c = i["counters"]
+        processed.add(c["records_processed"], instance=iid)
+        for served, field in (("local", "gets_local"), ("routed", "gets_routed"), ("forwarded", "gets_forwarded")):
+            gets.add(c[field], instance=iid, served=served)
+        get_s.add(c["get_seconds"], instance=iid)
+        scans.add(c["scans"], instance=iid)
+        entries.add(c["scan_entries"], instance=iid)
+        for code, n in c["query_errors"].items():
+            errors.add(n, instance=iid, code=code)
+    return (up, state, age, tasks, pos, end, lag, upd, qps, rps, processed, gets, get_s, scans, entries, errors)
 
 
 def _gateway_families(metrics: GatewayMetrics, snap: Snapshot | None) -> Iterable[_Family]:

@@ -3,8 +3,9 @@
 
 Rates are what the metadata lets us derive: *store updates/s* is the growth of the changelog
 positions of the partitions an instance held active at both ends of a 30 s window (a partition
-that moved is left out); *queries/s* counts the answers each instance gave through this gateway
-(:class:`GatewayMetrics`) over 5 s. Lag is the sum an instance reports over its store partitions.
+that moved is left out); *records/s* and *queries/s* are the growth over 5 s of the counters each
+instance publishes (records its stream threads processed; Gets and scans it answered itself, from
+any client). Lag is the sum an instance reports over its store partitions.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from router.client import routing_table_to_dict
 from router.gateway.backend import Backend
 from router.gateway.errors import ApiError
 from router.gateway.metrics import GatewayMetrics
+from router.rpc import iqmesh_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +32,25 @@ log = logging.getLogger(__name__)
 STALE_AFTER_S = 5.0
 
 
-#: the routing table as plain JSON (the same dict ``iqmesh metadata`` prints)
-metadata_to_json = routing_table_to_dict
+def metadata_to_json(reply: pb.MetadataReply) -> dict[str, Any]:
+    """The routing table as plain JSON (the dict ``iqmesh metadata`` prints), with each instance's
+    counters."""
+    md = routing_table_to_dict(reply)
+    for inst, i in zip(md["instances"], reply.instances, strict=True):
+        inst["counters"] = counters_to_json(i.counters)
+    return md
+
+
+def counters_to_json(c: pb.InstanceCounters) -> dict[str, Any]:
+    return {"records_processed": c.records_processed, "gets_local": c.gets_local,
+            "gets_routed": c.gets_routed, "gets_forwarded": c.gets_forwarded,
+            "get_seconds": round(c.get_seconds, 6), "scans": c.scans, "scan_entries": c.scan_entries,
+            "query_errors": dict(sorted(c.query_errors.items()))}
+
+
+def answered(counters: dict[str, Any]) -> int:
+    """Queries an instance answered itself (a forwarded Get counts where it was answered)."""
+    return int(counters["gets_local"] + counters["gets_routed"] + counters["scans"])
 
 
 def store_replicas(md: dict[str, Any]) -> list[dict[str, Any]]:
@@ -61,7 +80,7 @@ class Snapshot:
     at: float  # wall clock, seconds
     via: str   # endpoint asked
     metadata: dict[str, Any]
-    #: instance id -> {"store_updates_per_s", "queries_per_s", "lag"}
+    #: instance id -> {"store_updates_per_s", "records_per_s", "queries_per_s", "lag"}
     rates: dict[str, dict[str, float]] = field(default_factory=dict)
     error: str = ""
 
@@ -78,29 +97,39 @@ class Snapshot:
 
 
 #: rates are averaged over this much of the recent past: changelog positions move once per commit
-#: (commit.interval.ms, 30 s by default), queries whenever someone asks
+#: (commit.interval.ms, 30 s by default), the counters with every heartbeat (1 s by default)
 UPDATES_WINDOW_S = 30.0
 QUERIES_WINDOW_S = 5.0
 
 
 @dataclass(frozen=True)
 class Sample:
-    """What rates are computed from: active changelog positions and answers counted, at a time."""
+    """What rates are computed from: active changelog positions and the instances' counters, at a time."""
 
     at: float
     positions: dict[tuple[str, str, int], int]  # (instance, store, partition) -> position, ACTIVE only
-    answers: dict[str, int]
+    answers: dict[str, int]    # instance -> queries it answered (counter)
+    processed: dict[str, int]  # instance -> records it processed (counter)
 
     @staticmethod
-    def of(md: dict[str, Any], at: float, answers: dict[str, int]) -> Sample:
+    def of(md: dict[str, Any], at: float) -> Sample:
         return Sample(at, {(i["instance_id"], s["store"], s["partition"]): s["position"] for i in md["instances"]
-                           for s in i["stores"] if s["role"] == "ACTIVE" and s["position"] >= 0}, dict(answers))
+                           for s in i["stores"] if s["role"] == "ACTIVE" and s["position"] >= 0},
+                      {i["instance_id"]: answered(i["counters"]) for i in md["instances"]},
+                      {i["instance_id"]: i["counters"]["records_processed"] for i in md["instances"]})
+
+
+def _growth_per_s(now: dict[str, int], base: dict[str, int], iid: str, seconds: float) -> float:
+    """A counter's growth per second; a restarted instance (counter went down) counts from zero."""
+    n, b = now.get(iid, 0), base.get(iid, 0)
+    return round((n - b if n >= b else n) / seconds, 2)
 
 
 def rates(md: dict[str, Any], now: Sample, updates_base: Sample | None,
           queries_base: Sample | None) -> dict[str, dict[str, float]]:
     """Per instance: store updates/s since ``updates_base`` (partitions active on that instance at
-    both times), answers/s since ``queries_base``, and its summed lag now."""
+    both times), records processed/s and queries answered/s since ``queries_base``, and its
+    summed lag now."""
     updates: dict[str, float] = {}
     if updates_base is not None and now.at > updates_base.at:
         for key, pos in now.positions.items():
@@ -109,13 +138,14 @@ def rates(md: dict[str, Any], now: Sample, updates_base: Sample | None,
     out = {}
     for inst in md["instances"]:
         iid = inst["instance_id"]
-        r = {"store_updates_per_s": 0.0, "queries_per_s": 0.0,
+        r = {"store_updates_per_s": 0.0, "records_per_s": 0.0, "queries_per_s": 0.0,
              "lag": float(sum(max(0, s["lag"]) for s in inst["stores"]))}
         if updates_base is not None and now.at > updates_base.at:
             r["store_updates_per_s"] = round(updates.get(iid, 0.0) / (now.at - updates_base.at), 2)
         if queries_base is not None and now.at > queries_base.at:
-            q = now.answers.get(iid, 0) - queries_base.answers.get(iid, 0)
-            r["queries_per_s"] = round(max(0, q) / (now.at - queries_base.at), 2)
+            seconds = now.at - queries_base.at
+            r["records_per_s"] = _growth_per_s(now.processed, queries_base.processed, iid, seconds)
+            r["queries_per_s"] = _growth_per_s(now.answers, queries_base.answers, iid, seconds)
         out[iid] = r
     return out
 
@@ -147,7 +177,7 @@ class SnapshotPoller:
                             prev.rates if prev else {}, error=msg)
         else:
             md = metadata_to_json(reply)
-            now = Sample.of(md, at, self.metrics.answers_by_instance())
+            now = Sample.of(md, at)
             snap = Snapshot(at, via, md, rates(md, now, self._base(at - UPDATES_WINDOW_S),
                                                 self._base(at - QUERIES_WINDOW_S)))
             self._samples.append(now)

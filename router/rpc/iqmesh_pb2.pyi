@@ -246,8 +246,35 @@ class StorePartition(_message.Message):
     lag: int
     def __init__(self, store: _Optional[str] = ..., partition: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
 
+class InstanceCounters(_message.Message):
+    __slots__ = ("records_processed", "gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries", "query_errors")
+    class QueryErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    RECORDS_PROCESSED_FIELD_NUMBER: _ClassVar[int]
+    GETS_LOCAL_FIELD_NUMBER: _ClassVar[int]
+    GETS_ROUTED_FIELD_NUMBER: _ClassVar[int]
+    GETS_FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    GET_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SCANS_FIELD_NUMBER: _ClassVar[int]
+    SCAN_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    QUERY_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    records_processed: int
+    gets_local: int
+    gets_routed: int
+    gets_forwarded: int
+    get_seconds: float
+    scans: int
+    scan_entries: int
+    query_errors: _containers.ScalarMap[str, int]
+    def __init__(self, records_processed: _Optional[int] = ..., gets_local: _Optional[int] = ..., gets_routed: _Optional[int] = ..., gets_forwarded: _Optional[int] = ..., get_seconds: _Optional[float] = ..., scans: _Optional[int] = ..., scan_entries: _Optional[int] = ..., query_errors: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
 class InstanceMetadata(_message.Message):
-    __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores", "assigned_at_ms")
+    __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores", "assigned_at_ms", "counters")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -258,6 +285,7 @@ class InstanceMetadata(_message.Message):
     RESTORING_TASKS_FIELD_NUMBER: _ClassVar[int]
     STORES_FIELD_NUMBER: _ClassVar[int]
     ASSIGNED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     endpoint: str
     state: str
@@ -268,7 +296,8 @@ class InstanceMetadata(_message.Message):
     restoring_tasks: _containers.RepeatedScalarFieldContainer[str]
     stores: _containers.RepeatedCompositeFieldContainer[StorePartition]
     assigned_at_ms: int
-    def __init__(self, instance_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., state: _Optional[str] = ..., heartbeat_age_ms: _Optional[int] = ..., alive: _Optional[bool] = ..., active_tasks: _Optional[_Iterable[str]] = ..., standby_tasks: _Optional[_Iterable[str]] = ..., restoring_tasks: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[_Union[StorePartition, _Mapping]]] = ..., assigned_at_ms: _Optional[int] = ...) -> None: ...
+    counters: InstanceCounters
+    def __init__(self, instance_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., state: _Optional[str] = ..., heartbeat_age_ms: _Optional[int] = ..., alive: _Optional[bool] = ..., active_tasks: _Optional[_Iterable[str]] = ..., standby_tasks: _Optional[_Iterable[str]] = ..., restoring_tasks: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[_Union[StorePartition, _Mapping]]] = ..., assigned_at_ms: _Optional[int] = ..., counters: _Optional[_Union[InstanceCounters, _Mapping]] = ...) -> None: ...
 
 class StoreRoute(_message.Message):
     __slots__ = ("store", "subtopology", "partitions", "key_serde", "value_serde")

@@ -126,7 +126,7 @@ def test_errors_do_not_echo_large_input(instance: LocalCluster) -> None:
 
 def _mutations(rnd: random.Random) -> Iterator[tuple[str, bytes]]:
     """Get and Metadata requests: valid ones with odd field values, and byte-level mutations of
-    valid ones (those that still parse: requests that do not parse are grpcio's own answer)."""
+    valid ones (parsing or not: a body that does not parse is INVALID_ARGUMENT too)."""
     token = PositionToken("counts", 1, 5).encode()
     texts = ["", "kafka", "counts", "x" * 300, "\u00e9\u4e2d\U0001f600", "\x00", "-1", "1e999", "[" * 200,
              token, token[:-2], base64.urlsafe_b64encode(b'{"s":"counts","p":-1,"o":1e999}').decode()]
@@ -142,18 +142,8 @@ def _mutations(rnd: random.Random) -> Iterator[tuple[str, bytes]]:
         if i % 2 and data:
             for _ in range(rnd.randint(1, 4)):
                 data[rnd.randrange(len(data))] = rnd.getrandbits(8)
-            if not _parses(pb.GetRequest, bytes(data)):
-                continue
         # a Metadata request has no fields: another request's bytes are unknown fields to it
         yield ("Metadata" if i % 8 == 0 else "Get"), bytes(data)
-
-
-def _parses(message: Any, data: bytes) -> bool:
-    try:
-        message.FromString(data)
-    except Exception:
-        return False
-    return True
 
 
 @pytest.mark.timeout(300)

@@ -152,11 +152,14 @@ def test_discovery_puts_live_instances_of_the_routing_table_first() -> None:
 # --- snapshots, rates, Prometheus ---------------------------------------------------------------
 
 
-def _md(pos0: int, pos1: int, lag: int = 0) -> dict[str, Any]:
+def _md(pos0: int, pos1: int, lag: int = 0, answered: int = 0, processed: int = 0) -> dict[str, Any]:
+    counters = pb.InstanceCounters(records_processed=processed, gets_local=answered - answered // 2,
+                                   gets_routed=answered // 2, gets_forwarded=1, get_seconds=0.25,
+                                   query_errors={"NOT_FOUND": 2})
     reply = pb.MetadataReply(asked="i0", store_partitions={"counts": 2}, instances=[
         pb.InstanceMetadata(instance_id="i0", endpoint="h:1", state="RUNNING", alive=True, active_tasks=["0_0"],
                             stores=[pb.StorePartition(store="counts", partition=0, role="ACTIVE", position=pos0,
-                                                      end_offset=pos0)]),
+                                                      end_offset=pos0)], counters=counters),
         pb.InstanceMetadata(instance_id="i1", endpoint="h:2", state="RUNNING", alive=True, active_tasks=["0_1"],
                             standby_tasks=["0_0"],
                             stores=[pb.StorePartition(store="counts", partition=1, role="ACTIVE", position=pos1,
@@ -167,19 +170,22 @@ def _md(pos0: int, pos1: int, lag: int = 0) -> dict[str, Any]:
 
 
 def test_rates_from_one_snapshot_to_the_next() -> None:
-    first = Sample.of(_md(10, 20), 100.0, {"i0": 2})
-    later = Sample.of(_md(30, 20), 101.0, {"i0": 4})
-    md = _md(30, 20, lag=4)
-    now = Sample.of(md, 102.0, {"i0": 6})
+    first = Sample.of(_md(10, 20, answered=2, processed=100), 100.0)
+    later = Sample.of(_md(30, 20, answered=4, processed=150), 101.0)
+    md = _md(30, 20, lag=4, answered=6, processed=250)
+    now = Sample.of(md, 102.0)
     got = rates(md, now, first, later)
-    assert got["i0"] == {"store_updates_per_s": 10.0, "queries_per_s": 2.0, "lag": 0.0}
-    assert got["i1"] == {"store_updates_per_s": 0.0, "queries_per_s": 0.0, "lag": 4.0}
+    assert got["i0"] == {"store_updates_per_s": 10.0, "records_per_s": 100.0, "queries_per_s": 2.0, "lag": 0.0}
+    assert got["i1"] == {"store_updates_per_s": 0.0, "records_per_s": 0.0, "queries_per_s": 0.0, "lag": 4.0}
     assert rates(md, now, None, None)["i0"]["store_updates_per_s"] == 0.0
+    # an instance that restarted (its counters went down) counts from zero
+    restarted = _md(30, 20, answered=3, processed=40)
+    assert rates(restarted, Sample.of(restarted, 102.0), first, later)["i0"]["records_per_s"] == 40.0
     # a partition that moved to another instance in the window does not count for either
     moved = metadata_to_json(pb.MetadataReply(instances=[pb.InstanceMetadata(
         instance_id="i1", alive=True, stores=[pb.StorePartition(store="counts", partition=0, role="ACTIVE",
                                                                 position=50)])]))
-    assert rates(moved, Sample.of(moved, 102.0, {}), first, None)["i1"]["store_updates_per_s"] == 0.0
+    assert rates(moved, Sample.of(moved, 102.0), first, None)["i1"]["store_updates_per_s"] == 0.0
     (store,) = store_replicas(_md(5, 6))
     assert store["replicas"][0]["active"]["instance_id"] == "i0"
     assert [r["instance_id"] for r in store["replicas"][0]["standbys"]] == ["i1"]
@@ -190,7 +196,8 @@ def test_prometheus_text() -> None:
     metrics.requests[("GET", "/v1/stores/{store}/keys/{key}", 200)] = 3
     metrics.latency["/v1/stores/{store}/keys/{key}"].observe(0.004)
     metrics.answered("i0", "ACTIVE", False, 2)
-    snap = Snapshot(100.0, "h:1", _md(10, 20), {"i0": {"store_updates_per_s": 1.5, "queries_per_s": 0.0, "lag": 0}})
+    snap = Snapshot(100.0, "h:1", _md(10, 20, answered=5, processed=7),
+                    {"i0": {"store_updates_per_s": 1.5, "records_per_s": 3.0, "queries_per_s": 0.0, "lag": 0}})
     text = render(metrics, snap)
     sample = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? -?[0-9.e+]+$')
     for line in text.splitlines():
@@ -198,6 +205,12 @@ def test_prometheus_text() -> None:
     assert 'iqmesh_instance_up{instance="i1"} 1' in text
     assert 'iqmesh_store_partition_lag{instance="i1",store="counts",partition="0",role="STANDBY"} 0' in text
     assert 'iqmesh_instance_store_updates_per_second{instance="i0"} 1.5' in text
+    assert 'iqmesh_instance_records_per_second{instance="i0"} 3' in text
+    assert 'iqmesh_instance_records_processed_total{instance="i0"} 7' in text
+    assert 'iqmesh_instance_gets_total{instance="i0",served="local"} 3' in text
+    assert 'iqmesh_instance_gets_total{instance="i0",served="routed"} 2' in text
+    assert 'iqmesh_instance_get_seconds_total{instance="i0"} 0.25' in text
+    assert 'iqmesh_instance_query_errors_total{instance="i0",code="NOT_FOUND"} 2' in text
     assert 'iqmesh_gateway_answers_total{instance="i0",role="ACTIVE",stale="false"} 2' in text
     assert 'iqmesh_gateway_request_duration_seconds_bucket{route="/v1/stores/{store}/keys/{key}",le="0.005"} 1' in text
     assert 'iqmesh_gateway_request_duration_seconds_count{route="/v1/stores/{store}/keys/{key}"} 1' in text

@@ -34,7 +34,8 @@ function colour(id) {
 }
 
 // ---- time series and charts -------------------------------------------------------------------
-const series = {t: [], ids: [], updates: {}, queries: {}, lag: {}};
+const METRICS = ["updates", "records", "queries", "lag"];
+const series = {t: [], ids: [], updates: {}, records: {}, queries: {}, lag: {}};
 const charts = {};
 
 function addPoint(t, rates) {
@@ -42,18 +43,19 @@ function addPoint(t, rates) {
   for (const id of Object.keys(rates)) {
     if (!series.ids.includes(id)) {
       series.ids.push(id);
-      for (const m of ["updates", "queries", "lag"]) series[m][id] = new Array(series.t.length - 1).fill(null);
+      for (const m of METRICS) series[m][id] = new Array(series.t.length - 1).fill(null);
     }
   }
   for (const id of series.ids) {
     const r = rates[id];
     series.updates[id].push(r ? r.store_updates_per_s : null);
+    series.records[id].push(r ? r.records_per_s : null);
     series.queries[id].push(r ? r.queries_per_s : null);
     series.lag[id].push(r ? r.lag : null);
   }
   if (series.t.length > KEEP_POINTS) {
     series.t.shift();
-    for (const m of ["updates", "queries", "lag"]) for (const id of series.ids) series[m][id].shift();
+    for (const m of METRICS) for (const id of series.ids) series[m][id].shift();
   }
 }
 
@@ -82,6 +84,7 @@ function drawChart(name, target) {
 
 function drawCharts() {
   drawChart("updates", "#chart-updates");
+  drawChart("records", "#chart-records");
   drawChart("queries", "#chart-queries");
   drawChart("lag", "#chart-lag");
 }
@@ -100,6 +103,7 @@ function renderInstances(snap) {
       el("td", {class: "tasks"}, i.active_tasks.join(" ") || "–"),
       el("td", {class: "tasks"}, i.standby_tasks.join(" ") || "–"),
       el("td", {class: "tasks"}, i.restoring_tasks.join(" ") || "–"),
+      el("td", {class: "num"}, fmt(i.records_per_s)),
       el("td", {class: "num"}, fmt(i.store_updates_per_s)),
       el("td", {class: "num"}, fmt(i.queries_per_s)),
       el("td", {class: "num"}, fmt(i.lag, 0))));

@@ -1,0 +1,67 @@
+"""Query counters of one instance, cheap enough for every Get.
+
+Each gRPC worker thread counts into a slot of its own (plain attribute increments, no lock, no
+lost update between threads); :meth:`QueryCounters.totals` sums the slots when the instance
+publishes its metadata. That read races with the increments, which is fine for a counter: it
+is at most one query behind.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+from router.metadata import InstanceCounters
+
+
+class QuerySlot:
+    """One thread's counts (see :class:`router.metadata.InstanceCounters` for their meaning)."""
+
+    __slots__ = ("gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries",
+                 "errors")
+
+    def __init__(self) -> None:
+        self.gets_local = 0
+        self.gets_routed = 0
+        self.gets_forwarded = 0
+        self.get_seconds = 0.0
+        self.scans = 0
+        self.scan_entries = 0
+        self.errors: defaultdict[str, int] = defaultdict(int)
+
+
+class QueryCounters:
+    """``counters.slot().gets_local += 1`` from any thread; ``totals()`` from the publisher."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._slots: list[QuerySlot] = []
+        self._lock = threading.Lock()  # taken once per thread, when its slot is made
+
+    def slot(self) -> QuerySlot:
+        try:
+            s: QuerySlot = self._local.slot
+        except AttributeError:
+            s = self._local.slot = QuerySlot()
+            with self._lock:
+                self._slots.append(s)
+        return s
+
+    def totals(self, records_processed: int) -> InstanceCounters:
+        """The sums over every thread's slot, with the stream threads' ``records_processed``."""
+        with self._lock:
+            slots = list(self._slots)
+        errors: defaultdict[str, int] = defaultdict(int)
+        for s in slots:
+            for code, n in list(s.errors.items()):
+                errors[code] += n
+        return InstanceCounters(
+            records_processed=records_processed,
+            gets_local=sum(s.gets_local for s in slots),
+            gets_routed=sum(s.gets_routed for s in slots),
+            gets_forwarded=sum(s.gets_forwarded for s in slots),
+            get_seconds=round(sum(s.get_seconds for s in slots), 6),
+            scans=sum(s.scans for s in slots),
+            scan_entries=sum(s.scan_entries for s in slots),
+            query_errors=tuple(sorted(errors.items())),
+        )

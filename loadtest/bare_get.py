@@ -1,0 +1,72 @@
+"""The query benchmark's baseline: a bare Python gRPC server answering ``InteractiveQuery.Get``
+with one rocksdict lookup (raw mode, as the instances' stores), nothing else::
+
+    python -m loadtest.bare_get --port P --db DIR --keys N
+
+It writes keys ``key-0000000..`` with 8-byte big-endian long values (as the benchmark's table
+holds) into a fresh RocksDB at DIR, then serves until killed; it prints ``READY`` when it does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+from concurrent import futures
+
+import grpc
+from rocksdict import Options, Rdict, WriteBatch
+
+from router.rpc import iqmesh_pb2 as pb
+from router.rpc import iqmesh_pb2_grpc as pb_grpc
+
+
+def bench_key(i: int) -> str:
+    return f"key-{i:07d}"
+
+
+class BareGet(pb_grpc.InteractiveQueryServicer):
+    def __init__(self, db: Rdict) -> None:
+        self._get = db.get
+
+    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
+        raw = self._get(request.raw_key or request.key.encode())
+        if raw is None:
+            return pb.GetReply(found=False, value_serde="long")
+        return pb.GetReply(found=True, value=raw, value_json=str(struct.unpack(">q", raw)[0]), value_serde="long")
+
+
+def load(path: str, keys: int) -> Rdict:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    db = Rdict(path, opts)
+    pack = struct.Struct(">q").pack
+    for start in range(0, keys, 100_000):
+        wb = WriteBatch(raw_mode=True)
+        for i in range(start, min(keys, start + 100_000)):
+            wb.put(bench_key(i).encode(), pack(i))
+        db.write(wb)
+    db.flush()
+    return db
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--workers", type=int, default=16, help="as the instances' QueryServer")
+    args = ap.parse_args(argv)
+    db = load(args.db, args.keys)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=args.workers))
+    pb_grpc.add_InteractiveQueryServicer_to_server(BareGet(db), server)
+    if server.add_insecure_port(f"127.0.0.1:{args.port}") == 0:
+        raise OSError(f"cannot bind port {args.port}")
+    server.start()
+    print("READY", flush=True)
+    server.wait_for_termination()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
