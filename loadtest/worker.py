@@ -1,6 +1,7 @@
 """One benchmark run in its own process; prints ``RESULT {json}`` like the peer's script.
 
-rate_first_to_last = n / (time the n-th record was processed - time the first was processed),
+rate_first_to_last = n / (time the last record was processed - time the first was processed), where
+the last is the n-th (n + the table's rows for a stream-table join: the task processes them too),
 read from the stream thread's batch counter (no per-record hook on the hot path).
 """
 
@@ -23,9 +24,13 @@ def main() -> int:
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("-n", type=int, default=1_000_000)
-    ap.add_argument("--mode", choices=["stateful", "stateless"], default="stateful")
+    ap.add_argument("--mode", default="stateful",
+                    choices=["stateful", "stateless", "window-count", "join", "join-global"])
     ap.add_argument("--guarantee", choices=["at-least-once", "exactly-once"], default="at-least-once")
     ap.add_argument("--cache", action="store_true", help="stateful: Kafka Streams' record cache on")
+    ap.add_argument("--table-topic", help="join: the table's topic")
+    ap.add_argument("--table-rows", type=int, default=0,
+                    help="join: rows in the table topic (processed by the task too, so waited for)")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
 
@@ -33,8 +38,16 @@ def main() -> int:
     app_id = f"iq-bench-{args.mode}-{run}"
     out = f"iq-out-{args.mode}-{run}"
     state_dir = tempfile.mkdtemp(prefix="iqmesh-bench-")
-    topology = (workloads.stateful(args.topic, out, args.cache) if args.mode == "stateful"
-                else workloads.stateless(args.topic, out))
+    if args.mode.startswith("join") and not args.table_topic:
+        ap.error(f"--mode {args.mode} needs --table-topic")
+    topology = {"stateful": lambda: workloads.stateful(args.topic, out, args.cache),
+                "stateless": lambda: workloads.stateless(args.topic, out),
+                "window-count": lambda: workloads.window_count(args.topic, out, args.cache),
+                "join": lambda: workloads.stream_table_join(args.topic, str(args.table_topic), out),
+                "join-global": lambda: workloads.stream_global_table_join(args.topic, str(args.table_topic), out),
+                }[args.mode]()
+    # a global table is bootstrapped before processing starts, by the global thread: not counted
+    target = args.n + (args.table_rows if args.mode == "join" else 0)
     # the output topic is created up front, with 4 partitions like the peer's
     from devtools.cluster import ensure_topic
     ensure_topic(args.bootstrap, out, 4)
@@ -52,7 +65,7 @@ def main() -> int:
         now = time.perf_counter()
         if done and not t_first:
             t_first = now
-        if done >= args.n:
+        if done >= target:
             t_last = now
             break
         if streams.last_error is not None:
@@ -69,6 +82,7 @@ def main() -> int:
         "first_to_last_s": round(el, 3) if ok else None,
         "rate_first_to_last": round(args.n / el) if ok and el > 0 else None,
         "rate_incl_final_commit": round(args.n / (t_end - t_first)) if ok else None,
+        "out_topic": out,
         "error": repr(streams.last_error) if streams.last_error else None,
     }
     print("RESULT " + json.dumps(res), flush=True)
