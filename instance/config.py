@@ -73,6 +73,9 @@ class StreamsConfig:
     default_timestamp_extractor: str = field(
         default="fail-on-invalid-timestamp", metadata={"name": "default.timestamp.extractor"})
     auto_offset_reset: str = field(default="earliest", metadata={"name": "auto.offset.reset"})
+    #: KIP-695: a task with several inputs waits for an empty input whose lag is unknown or above
+    #: zero (0), also for this long for a caught-up one (> 0), or never (-1)
+    max_task_idle_ms: int = field(default=0, metadata={"name": "max.task.idle.ms"})
     in_memory_stores: bool = field(default=False, metadata={"name": "iqmesh.in.memory.stores"})
     #: announce membership changes so peers commit first, remove dead members, fence zombie
     #: producers (instance/runtime/membership.py); needed on the dev broker, harmless on Kafka
@@ -101,6 +104,8 @@ class StreamsConfig:
         if self.num_standby_replicas < 0:
             problems.append("num.standby.replicas must be >= 0")
         problems.extend(_handler_problems(self))
+        if self.max_task_idle_ms < -1:
+            problems.append("max.task.idle.ms must be -1 (never wait), 0 or a positive number of ms")
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
         for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",

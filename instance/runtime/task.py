@@ -97,6 +97,12 @@ class StreamTask:
             self.state.close(checkpoint=False)
             raise
         self.group = PartitionGroup(list(self.sources))
+        #: ``caught_up(topic)``: the task's partition of ``topic`` has nothing on the broker beyond
+        #: what was fetched (lag known and zero). None: never wait for an empty input (the driver,
+        #: ``max.task.idle.ms = -1``)
+        self.caught_up: Callable[[str], bool] | None = None
+        self.max_idle_ms = 0
+        self._empty_since: dict[str, int] = {}
         self.committable: dict[str, int] = {}
         #: offset of the last record processed per source topic (for changelog source marks)
         self.positions: dict[str, int] = {}
@@ -235,6 +241,7 @@ class StreamTask:
     # -- processing --------------------------------------------------------------------------
     def add_records(self, topic: str, msgs: list[Any]) -> None:
         self.group.add(topic, msgs)
+        self._empty_since.pop(topic, None)
 
     def process(self) -> int:
         """Process every buffered record; returns how many."""
@@ -244,6 +251,9 @@ class StreamTask:
             return 0
         rc = self.record
         n = 0
+        passable: dict[str, bool] = {}
+        if len(nonempty) < len(queues) and not all(self._passable(t, passable) for t in queues if not queues[t]):
+            return 0  # an empty input may still bring earlier records: wait for it (KIP-695)
         if len(nonempty) == 1:
             topic = nonempty[0]
             q = queues[topic]
@@ -271,12 +281,15 @@ class StreamTask:
         while True:
             best = None
             best_ts = 0
-            for t in nonempty:
+            for t in queues:
                 q = queues[t]
                 if q:
                     ts = q[0].timestamp()[1]
                     if best is None or ts < best_ts:
                         best, best_ts = t, ts
+                elif not self._passable(t, passable):
+                    best = None  # emptied, and its next record may be earlier than the others'
+                    break
             if best is None:
                 break
             msg = queues[best].popleft()
@@ -288,6 +301,28 @@ class StreamTask:
                 self.punctuate_stream_time()
             n += 1
         return n
+
+    def _passable(self, topic: str, passable: dict[str, bool]) -> bool:
+        """Whether records may be processed while the input ``topic`` holds none: Kafka Streams'
+        ``PartitionGroup.readyToProcess``. An empty input is passed over only when it is known to be
+        caught up, and with ``max.task.idle.ms > 0`` once it stayed empty that long; otherwise a
+        stream-table join would join stream records before the table rows fetched with them.
+        ``passable`` caches the answers of one ``process()`` call."""
+        caught_up = self.caught_up
+        if caught_up is None:
+            return True
+        ok = passable.get(topic)
+        if ok is None:
+            ok = caught_up(topic)
+            if ok and self.max_idle_ms > 0:
+                now = self.clock()
+                ok = now - self._empty_since.setdefault(topic, now) >= self.max_idle_ms
+            passable[topic] = ok
+        return ok
+
+    @property
+    def has_buffered(self) -> bool:
+        return any(self.group.queues.values())
 
     # -- punctuation -------------------------------------------------------------------------
     def schedule(self, node: str, interval_ms: int, ptype: PunctuationType,

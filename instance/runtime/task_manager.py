@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -115,7 +116,23 @@ class TaskManager:
             n += task.process()
             if task.catch_up_to:
                 task.check_caught_up()
+            if task.caught_up is not None and task.has_buffered:
+                self.buffered = True  # held back for an input not caught up: try again next loop
         return n
+
+    def _caught_up(self, topic: str, partition: int) -> bool:
+        """The input partition has no records on the broker beyond what was fetched (from the
+        high watermark of the last fetch answer: unknown before the first)."""
+        consumer = self.consumer
+        assert consumer is not None
+        tp = TopicPartition(topic, partition)
+        low, high = consumer.get_watermark_offsets(tp, cached=True)
+        if high is None or high < 0:
+            return False
+        position = consumer.position([tp])[0].offset
+        if position < 0:  # nothing returned yet: fetching starts at the commit (or the log start)
+            position = max(self.start_offsets.get((topic, partition), 0), low)
+        return position >= high
 
     def punctuate(self) -> int:
         """Fire the wall-clock punctuations that are due (running tasks only); returns when the
@@ -290,6 +307,9 @@ class TaskManager:
         self.tasks[tid] = task
         for topic in task.sources:
             self.by_tp[(topic, tid.partition)] = task
+        if len(task.sources) > 1 and config.max_task_idle_ms >= 0 and self.consumer is not None:
+            task.caught_up = partial(self._caught_up, partition=tid.partition)
+            task.max_idle_ms = config.max_task_idle_ms
         # input the previous owner may have processed (and answered queries from) beyond the
         # commit: answers are flagged stale until this task has processed it again
         for t in task.sources:
