@@ -73,6 +73,9 @@ class InstanceCounters:
     scan_entries: int = 0       # entries those calls returned
     #: failed query calls by gRPC status name (UNAVAILABLE, NOT_FOUND, INVALID_ARGUMENT...)
     query_errors: tuple[tuple[str, int], ...] = ()
+    #: records dropped by reason (Kafka Streams' dropped-records metric; see InstanceCounters in
+    #: proto/iqmesh.proto for the reasons)
+    dropped_records: tuple[tuple[str, int], ...] = ()
 
     @property
     def queries_answered(self) -> int:
@@ -83,7 +86,8 @@ class InstanceCounters:
     def from_dict(d: dict[str, Any]) -> InstanceCounters:
         known = InstanceCounters.__dataclass_fields__
         d = {k: v for k, v in d.items() if k in known}
-        d["query_errors"] = tuple((str(code), int(n)) for code, n in d.get("query_errors", ()))
+        for name in ("query_errors", "dropped_records"):
+            d[name] = tuple((str(k), int(n)) for k, n in d.get(name, ()))
         return InstanceCounters(**d)
 
 

@@ -244,6 +244,11 @@ def make_handler(setting: str, name: str, properties: Mapping[str, Any]) -> Any:
 Sender = Callable[[str, bytes | None, bytes | None, int, int, Any], None]
 
 
+#: the dropped-records reason of records the processors drop (late for a window, a null key or
+#: value where one is needed), next to the handlers' reasons
+LATE_OR_INVALID = "late-or-invalid"
+
+
 class ErrorHandling:
     """The handlers of one stream thread (or test driver), and what they dropped."""
 

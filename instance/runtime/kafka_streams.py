@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 import threading
@@ -36,6 +37,7 @@ from router.echo import clip, echo
 from router.metadata import (
     NOT_AVAILABLE,
     ClusterView,
+    InstanceCounters,
     InstanceInfo,
     KeyQueryMetadata,
     StoreInfo,
@@ -290,9 +292,16 @@ class KafkaStreams:
             threads=self.config.num_stream_threads,
             member_ids=tuple(t.member_id for t in self.threads if t.member_id),
             store_catalog=self._store_catalog(),
-            counters=self.query_counters.totals(
-                self._processed_by_gone_threads + sum(t.processed for t in list(self.threads))),
+            counters=self._counters(),
         )
+
+    def _counters(self) -> InstanceCounters:
+        threads = list(self.threads)
+        dropped: collections.Counter[str] = collections.Counter()
+        for t in threads:
+            dropped.update(t.dropped_records())
+        return self.query_counters.totals(self._processed_by_gone_threads + sum(t.processed for t in threads),
+                                          dropped)
 
     def _store_catalog(self) -> tuple[StoreInfo, ...]:
         if self.layout is None:

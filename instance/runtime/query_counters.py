@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Mapping
 
 from router.metadata import InstanceCounters
 
@@ -47,8 +48,9 @@ class QueryCounters:
                 self._slots.append(s)
         return s
 
-    def totals(self, records_processed: int) -> InstanceCounters:
-        """The sums over every thread's slot, with the stream threads' ``records_processed``."""
+    def totals(self, records_processed: int, dropped_records: Mapping[str, int]) -> InstanceCounters:
+        """The sums over every thread's slot, with the stream threads' ``records_processed`` and
+        ``dropped_records`` (by reason)."""
         with self._lock:
             slots = list(self._slots)
         errors: defaultdict[str, int] = defaultdict(int)
@@ -64,4 +66,5 @@ class QueryCounters:
             scans=sum(s.scans for s in slots),
             scan_entries=sum(s.scan_entries for s in slots),
             query_errors=tuple(sorted(errors.items())),
+            dropped_records=tuple(sorted((k, n) for k, n in dropped_records.items() if n)),
         )

@@ -116,6 +116,11 @@ class StreamThread(threading.Thread):
         self.member_id = ""
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def dropped_records(self) -> dict[str, int]:
+        """Records this thread dropped, by reason (read from other threads)."""
+        tm = self.tasks
+        return tm.dropped_records() if tm is not None else dict(self.errors.dropped)
+
     def _set_state(self, s: ThreadState) -> None:
         self.state = s
         self._on_state(self, s)

@@ -321,6 +321,11 @@ class StreamTask:
         return ok
 
     @property
+    def dropped_records(self) -> int:
+        """What the task's processors dropped (late for a window, null key or value)."""
+        return sum(getattr(p, "dropped_records", 0) for p in self._processors)
+
+    @property
     def has_buffered(self) -> bool:
         return any(self.group.queues.values())
 

@@ -23,7 +23,7 @@ from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector
-from instance.runtime.handlers import ErrorHandling
+from instance.runtime.handlers import LATE_OR_INVALID, ErrorHandling
 from instance.runtime.internal_topics import TopicLayout
 from instance.runtime.punctuation import NEVER
 from instance.runtime.standby import StandbyTask, StandbyTasks
@@ -119,6 +119,17 @@ class TaskManager:
             if task.caught_up is not None and task.has_buffered:
                 self.buffered = True  # held back for an input not caught up: try again next loop
         return n
+
+    def dropped_records(self) -> dict[str, int]:
+        """Records dropped by reason: the handlers' skips, and what the processors dropped (late
+        for a window, a null key or value) in live and closed tasks. Read from other threads."""
+        dropped = dict(self.errors.dropped)
+        try:
+            live = sum(t.dropped_records for t in list(self.tasks.values()))
+        except RuntimeError:  # the task map changed under us (a rebalance): next time
+            live = 0
+        dropped[LATE_OR_INVALID] = dropped.get(LATE_OR_INVALID, 0) + live
+        return dropped
 
     def _caught_up(self, topic: str, partition: int) -> bool:
         """The input partition has no records on the broker beyond what was fetched (from the
@@ -354,6 +365,7 @@ class TaskManager:
         with self.lock:
             for tid in ids:
                 task = self.tasks.pop(tid)
+                self.errors.dropped[LATE_OR_INVALID] += task.dropped_records
                 was_restoring = tid in self.restoring
                 self.restorer.unregister(task)
                 self.restoring.discard(tid)

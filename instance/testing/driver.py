@@ -206,7 +206,7 @@ class TopologyTestDriver:
     def dropped_records_total(self) -> int:
         """Records the processors dropped (late for their window, null key...): Kafka Streams'
         ``dropped-records-total`` task metric summed over the tasks."""
-        return sum(getattr(p, "dropped_records", 0) for t in self.tasks for p in t._processors)
+        return sum(t.dropped_records for t in self.tasks)
 
     def advance_wall_clock_time(self, ms: int) -> None:
         """Move the mocked wall clock forward and fire the wall-clock punctuations now due."""

@@ -53,6 +53,8 @@ def _instance_families(snap: Snapshot) -> Iterable[_Family]:
     scans = _Family("iqmesh_instance_scans_total", "counter", "Scan calls (MultiGet/Range/PrefixScan/All) it answered.")
     entries = _Family("iqmesh_instance_scan_entries_total", "counter", "Entries the instance's scan calls returned.")
     errors = _Family("iqmesh_instance_query_errors_total", "counter", "Failed query calls by gRPC status.")
+    dropped = _Family("iqmesh_instance_dropped_records_total", "counter",
+                      "Records the instance dropped, by reason (late for a window, null key, a handler's skip).")
     for i in snap.metadata.get("instances", []):
         iid = i["instance_id"]
         up.add(1 if i["alive"] else 0, instance=iid)
@@ -78,7 +80,10 @@ def _instance_families(snap: Snapshot) -> Iterable[_Family]:
         entries.add(c["scan_entries"], instance=iid)
         for code, n in c["query_errors"].items():
             errors.add(n, instance=iid, code=code)
-    return (up, state, age, tasks, pos, end, lag, upd, qps, rps, processed, gets, get_s, scans, entries, errors)
+        for reason, n in c.get("dropped_records", {}).items():
+            dropped.add(n, instance=iid, reason=reason)
+    return (up, state, age, tasks, pos, end, lag, upd, qps, rps, processed, gets, get_s, scans, entries, errors,
+            dropped)
 
 
 def _gateway_families(metrics: GatewayMetrics, snap: Snapshot | None) -> Iterable[_Family]:

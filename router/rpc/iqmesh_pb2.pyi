@@ -247,8 +247,15 @@ class StorePartition(_message.Message):
     def __init__(self, store: _Optional[str] = ..., partition: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
 
 class InstanceCounters(_message.Message):
-    __slots__ = ("records_processed", "gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries", "query_errors")
+    __slots__ = ("records_processed", "gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries", "query_errors", "dropped_records")
     class QueryErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class DroppedRecordsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +270,7 @@ class InstanceCounters(_message.Message):
     SCANS_FIELD_NUMBER: _ClassVar[int]
     SCAN_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     QUERY_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_RECORDS_FIELD_NUMBER: _ClassVar[int]
     records_processed: int
     gets_local: int
     gets_routed: int
@@ -271,7 +279,8 @@ class InstanceCounters(_message.Message):
     scans: int
     scan_entries: int
     query_errors: _containers.ScalarMap[str, int]
-    def __init__(self, records_processed: _Optional[int] = ..., gets_local: _Optional[int] = ..., gets_routed: _Optional[int] = ..., gets_forwarded: _Optional[int] = ..., get_seconds: _Optional[float] = ..., scans: _Optional[int] = ..., scan_entries: _Optional[int] = ..., query_errors: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    dropped_records: _containers.ScalarMap[str, int]
+    def __init__(self, records_processed: _Optional[int] = ..., gets_local: _Optional[int] = ..., gets_routed: _Optional[int] = ..., gets_forwarded: _Optional[int] = ..., get_seconds: _Optional[float] = ..., scans: _Optional[int] = ..., scan_entries: _Optional[int] = ..., query_errors: _Optional[_Mapping[str, int]] = ..., dropped_records: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class InstanceMetadata(_message.Message):
     __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores", "assigned_at_ms", "counters")

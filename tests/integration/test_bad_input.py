@@ -88,6 +88,13 @@ def test_log_and_continue_skips_the_record_and_keeps_counting(bootstrap: str, tm
                 assert time.monotonic() < deadline, cluster.logs()
                 time.sleep(0.2)
             assert q.get("counts", "alpha").value == 2
+
+            def dropped() -> int:  # the instance publishes its counters about once a second
+                return sum(dict(i.counters.dropped_records).get("deserialization-error", 0)
+                           for i in q.metadata().instances)
+            while dropped() != 1:
+                assert time.monotonic() < deadline, f"dropped-records never counted the skip\n{cluster.logs()}"
+                time.sleep(0.2)
     finally:
         cluster.stop()
     assert f"topic={topic} partition=4 offset=1" in cluster.logs()

@@ -28,15 +28,17 @@ def test_threads_count_without_losing_updates() -> None:
         t.start()
     for t in threads:
         t.join()
-    got = counters.totals(records_processed=7)
+    got = counters.totals(records_processed=7, dropped_records={"late-or-invalid": 2, "processing-error": 0})
     assert got == InstanceCounters(records_processed=7, gets_local=160_000, get_seconds=80_000.0, scans=8,
-                                   scan_entries=28, query_errors=(("NOT_FOUND", 12), ("UNAVAILABLE", 12)))
+                                   scan_entries=28, query_errors=(("NOT_FOUND", 12), ("UNAVAILABLE", 12)),
+                                   dropped_records=(("late-or-invalid", 2),))
     assert got.queries_answered == 160_008
 
 
 def test_counters_travel_in_the_instance_info() -> None:
     c = InstanceCounters(records_processed=5, gets_local=1, gets_routed=2, gets_forwarded=3, get_seconds=0.25,
-                         scans=4, scan_entries=40, query_errors=(("INVALID_ARGUMENT", 1),))
+                         scans=4, scan_entries=40, query_errors=(("INVALID_ARGUMENT", 1),),
+                         dropped_records=(("deserialization-error", 3),))
     info = InstanceInfo("i0", "h:1", "RUNNING", counters=c)
     assert InstanceInfo.from_json(info.to_json()).counters == c
     # an instance of an older version publishes no counters: zeros
