@@ -217,7 +217,8 @@ class StoreChangelogReader:
 
     def _apply_restoring(self, c: _Changelog, run: list[Any]) -> int:
         marks = c.marks
-        batch = [(m.key(), m.value()) for m in run if marks is None or covered(m.headers(), marks)]
+        batch = [(m.key(), m.value(), m.timestamp()[1]) for m in run
+                 if marks is None or covered(m.headers(), marks)]
         last = run[-1].offset()
         c.position = last + 1
         c.restored += len(batch)
@@ -278,7 +279,7 @@ class StoreChangelogReader:
         state = c.owner.state
         if run:
             c.position = run[-1].offset() + 1
-            state.restore(tp, [(m.key(), m.value()) for m in run], c.position)
+            state.restore(tp, [(m.key(), m.value(), m.timestamp()[1]) for m in run], c.position)
         if held_at >= 0:
             self._held[tp] = c.position = held_at
             state.advance(tp, held_at)

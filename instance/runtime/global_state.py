@@ -12,6 +12,7 @@ from typing import Any
 from instance.errors import StreamsException
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
+from instance.state.change_logging import Batch
 from instance.state.checkpoint import TaskDirLock, read_checkpoint
 from instance.state.kv_store import KeyValueStore
 from instance.state.store_builder import build_key_value_store
@@ -81,7 +82,7 @@ class GlobalStateManager(ProcessorStateManager):
         kd, vd = g.key_serde.deserialize, g.value_serde.deserialize
         return node_callable(proc, self._record), kd, vd  # a Record processor through its adapter
 
-    def restore(self, tp: TopicPart, records: list[tuple[bytes, bytes | None]], next_offset: int) -> None:
+    def restore(self, tp: TopicPart, records: Batch, next_offset: int) -> None:
         """Apply records of a global topic: as they are, or through the store's processor."""
         entry = self._processors.get(tp[0])
         if entry is None:
@@ -90,7 +91,8 @@ class GlobalStateManager(ProcessorStateManager):
         process, kd, vd = entry
         rc = self._record
         rc.topic, rc.partition = tp
-        for kb, vb in records:
+        for kb, vb, ts in records:
+            rc.timestamp = ts
             process(kd(kb), vd(vb))
         store = self._store_of[tp]
         store.flush_cache()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
+from instance.state.change_logging import Batch
 from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.spec import StoreSpec
@@ -122,8 +123,8 @@ class ProcessorStateManager:
         return self._store_of[tp]
 
     # -- changelog positions ---------------------------------------------------------------------
-    def restore(self, tp: TopicPart, records: list[tuple[bytes, bytes | None]], next_offset: int) -> None:
-        """Apply changelog records (restore or standby update); the store now reflects the
+    def restore(self, tp: TopicPart, records: Batch, next_offset: int) -> None:
+        """Apply changelog records ``(key, value, timestamp)`` (restore or standby update); the store now reflects the
         changelog up to ``next_offset`` (exclusive)."""
         if records:
             self._store_of[tp].restore_batch(records)

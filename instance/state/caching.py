@@ -72,7 +72,7 @@ class CachingKeyValueStore(TypedStoreBase):
         # update unless the cache is much larger than what was dirty)
         cache = self._cache
         if len(cache) > self._max:
-            self._cache, self._flushed = {}, {}
+            self._cache, self._flushed, self._times = {}, {}, {}
         elif len(cache) <= 2 * len(dirty):
             self._flushed = cache.copy()
         else:

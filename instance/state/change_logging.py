@@ -10,8 +10,7 @@ stores must call it too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from operator import itemgetter
+from collections.abc import Callable, Iterable
 
 from instance.state.bytes_store import BytesStore
 
@@ -19,8 +18,6 @@ from instance.state.bytes_store import BytesStore
 Batch = list[tuple[bytes, bytes | None, int]]
 #: logs one batch to the changelog
 ChangelogSend = Callable[[Batch], None]
-
-_key_value = itemgetter(0, 1)
 
 
 class ChangeLoggingKeyValueStore:
@@ -32,6 +29,8 @@ class ChangeLoggingKeyValueStore:
         self.inner = inner
         self._changelog = changelog
 
-    def write_batch(self, batch: Batch) -> None:
-        self.inner.write(map(_key_value, batch))
+    def write_batch(self, rows: Iterable[tuple[bytes, bytes | None]], batch: Batch) -> None:
+        """``rows`` to the bytes store, ``batch`` (the same records as the changelog carries them:
+        plain values, the timestamp apart) to the changelog."""
+        self.inner.write(rows)
         self._changelog(batch)

@@ -15,6 +15,7 @@ from typing import Any
 
 from instance.errors import InvalidStateStoreException
 from instance.state.bytes_store import BytesStore
+from instance.state.change_logging import Batch
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import FlushListener, TypedStoreBase
 
@@ -32,7 +33,10 @@ class MeteredKeyValueStore:
     #: cache -> lower layers (bytes store, changelog), then forward to the flush listener
     flush_cache: Callable[[], None]
     #: changelog records straight to the bytes store (bypasses cache and changelog)
-    restore_batch: Callable[[list[tuple[bytes, bytes | None]]], None]
+    restore_batch: Callable[[Batch], None]
+    #: timestamp_of(key) -> the timestamp of its latest put (timestamped stores; -1: none)
+    timestamp_of: Callable[[Any], int]
+    #: get_with_timestamp(key) -> (value, timestamp) or None
     set_flush_listener: Callable[[FlushListener | None], None]
     position_with_unlogged: Callable[[Callable[[], int]], int]
 
@@ -50,6 +54,8 @@ class MeteredKeyValueStore:
         self.delete = store.delete
         self.flush_cache = store.flush_cache
         self.restore_batch = store.restore_batch
+        self.timestamp_of = store.timestamp_of
+        self.get_with_timestamp = store.get_with_timestamp
         self.set_flush_listener = store.set_flush_listener
         #: the changelog position that covers what the store holds (see TypedStoreBase)
         self.position_with_unlogged = store.position_with_unlogged

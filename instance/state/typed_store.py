@@ -6,12 +6,20 @@ put, is most of what a store costs in Python. ``_cache`` holds the latest value 
 has (``None``: absent): those put and not written below yet (``_dirty``), and clean copies of the
 bytes store, kept so the old value of a later put is known without a store read. A get hit is one
 dict lookup and a cached put two dict stores, as before the layers were split.
+
+A *timestamped* store (``spec.timestamped``: every KTable the DSL materializes, as Kafka Streams'
+``TimestampedKeyValueStore``) also keeps the timestamp of each key's latest put: the bytes store
+holds Kafka Streams' ``ValueAndTimestamp`` layout (8-byte timestamp, then the value), the
+changelog the plain value with the timestamp as the record's timestamp (as Kafka Streams logs
+it), and restore puts the two back together. Aggregates and table-table joins read it
+(:meth:`TypedStoreBase.timestamp_of`) to stamp their results with the larger of both timestamps.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
@@ -29,6 +37,15 @@ MIN_BUFFER = 1000
 #: Change(new, old) without NamedTuple.__new__'s Python frame: ``new_change(Change, (new, old))``
 new_change = tuple.__new__
 _key_value = itemgetter(0, 1)
+_LONG = struct.Struct(">q")
+#: the timestamp of a key with no value (Kafka Streams' ``RecordQueue.UNKNOWN``)
+NO_TIMESTAMP = -1
+
+
+def with_timestamps(batch: Batch) -> list[tuple[bytes, bytes | None]]:
+    """``(key, value, timestamp)`` -> the rows of a timestamped bytes store (``ValueAndTimestamp``)."""
+    pack = _LONG.pack
+    return [(kb, None if vb is None else pack(ts) + vb) for kb, vb, ts in batch]
 
 
 class TypedStoreBase:
@@ -44,6 +61,15 @@ class TypedStoreBase:
         self._kd = spec.key_serde.deserialize
         self._vs = spec.value_serde.serialize
         self._vd = spec.value_serde.deserialize
+        self.timestamped = spec.timestamped and not spec.windowed
+        if self.timestamped:
+            vd = self._vd
+
+            def value_of(data: bytes | None) -> Any:  # the bytes hold ValueAndTimestamp
+                return None if data is None else vd(data[8:])
+            self._vd = value_of
+        #: timestamps of clean keys (a timestamped store's flushed puts; dirty ones are in _dirty)
+        self._times: dict[Any, int] = {}
         self._read = inner.get
         self._max = max(cache_max_entries, MIN_BUFFER)
         #: latest typed value per key: dirty ones and clean copies of the bytes store
@@ -87,6 +113,24 @@ class TypedStoreBase:
         data = self._read(self._ks(key))  # type: ignore[arg-type]
         return None if data is None else self._vd(data)
 
+    def timestamp_of(self, key: Any) -> int:
+        """The timestamp of ``key``'s latest put; ``NO_TIMESTAMP`` if it has no value, and for a
+        key not put since it was loaded in a store that is not timestamped."""
+        ts = self._dirty.get(key)
+        if ts is None:
+            ts = self._times.get(key)
+            if ts is None:
+                data = self._read(self._ks(key))  # type: ignore[arg-type]
+                if data is None or not self.timestamped:
+                    return NO_TIMESTAMP
+                ts = _LONG.unpack_from(data)[0]
+        return ts
+
+    def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
+        """``(value, timestamp)`` of ``key``, or None (Kafka Streams' ``ValueAndTimestamp``)."""
+        v = self.get(key)
+        return None if v is None else (v, self.timestamp_of(key))
+
     def query_get(self, key: Any) -> Any:
         """A read from another thread (interactive queries): never changes the cache."""
         v = self._cache.get(key, MISSING)
@@ -114,6 +158,7 @@ class TypedStoreBase:
     def _keep_only_dirty(self) -> None:
         cache, dirty = self._cache, self._dirty
         self._cache = {k: cache[k] for k in dirty} if dirty else {}
+        self._times = {}
 
     # -- writes below -------------------------------------------------------------------------
     def position_with_unlogged(self, logged: Callable[[], int]) -> int:
@@ -127,6 +172,8 @@ class TypedStoreBase:
         """Swap out the dirty keys: (key -> timestamp, their values, the batch), serialized once.
         The caller holds :attr:`flush_lock` until :meth:`_write_below` returns."""
         dirty, self._dirty = self._dirty, {}
+        if self.timestamped:
+            self._times.update(dirty)
         values = list(map(self._cache.__getitem__, dirty))
         vs = self._vs
         vbs = [None if v is None else vs(v) for v in values]
@@ -136,17 +183,22 @@ class TypedStoreBase:
     def _write_below(self, batch: Batch) -> None:
         if self.before_write is not None:
             self.before_write()
+        rows = self._rows(batch)
         if self._logged is not None:
-            self._logged.write_batch(batch)
+            self._logged.write_batch(rows, batch)
         else:
-            self.inner.write(map(_key_value, batch))
+            self.inner.write(rows)
         self.batches_written += 1
         self.records_written += len(batch)
+
+    def _rows(self, batch: Batch) -> Iterable[tuple[bytes, bytes | None]]:
+        """What the bytes store holds for ``batch``."""
+        return with_timestamps(batch) if self.timestamped else map(_key_value, batch)
 
     def _after_write(self) -> None:
         """All entries are clean: when over the bound, drop them (reads fall through)."""
         if len(self._cache) > self._max:
-            self._cache = {}
+            self._cache, self._times = {}, {}
 
     def flush(self) -> None:
         """``flush_cache`` and a durable flush of the bytes store (commit)."""
@@ -154,16 +206,18 @@ class TypedStoreBase:
         self.inner.flush()
 
     # -- restore (bypasses the cache and the changelog) ----------------------------------------
-    def restore_batch(self, records: list[tuple[bytes, bytes | None]]) -> None:
-        self.inner.write(records)
-        if self._cache:
+    def restore_batch(self, records: Batch) -> None:
+        """Changelog records ``(key, value, timestamp)`` straight to the bytes store."""
+        self.inner.write(self._rows(records))
+        if self._cache or self._times:
             kd = self._kd
-            for kb, _ in records:
-                self._forget(kd(kb))
+            for r in records:
+                self._forget(kd(r[0]))
 
     def _forget(self, key: Any) -> None:
         self._cache.pop(key, None)
         self._dirty.pop(key, None)
+        self._times.pop(key, None)
 
     # -- queries ------------------------------------------------------------------------------
     def range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from instance.errors import InvalidStateStoreException
+from instance.state.change_logging import Batch
 from instance.state.segmented import SegmentedBytesStore
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import MISSING, FlushListener, TypedStoreBase
@@ -117,11 +118,11 @@ class WindowedStoreBase:
         """The changelog position counting what the cache will still log (see typed_store)."""
         return self._typed.position_with_unlogged(logged)
 
-    def restore_batch(self, records: list[tuple[bytes, bytes | None]]) -> None:
+    def restore_batch(self, records: Batch) -> None:
         """Changelog records (store-key bytes) below; stream time follows what was restored, and
         windows it expired are dropped again, as Kafka Streams' segmented restore does."""
         self._typed.restore_batch(records)
-        latest = max(map(self.inner.time_of, (kb for kb, _ in records)), default=-1)
+        latest = max(map(self.inner.time_of, (r[0] for r in records)), default=-1)
         if latest > self.observed_stream_time:
             self._observe(latest)
 

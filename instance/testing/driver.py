@@ -146,7 +146,8 @@ class TopologyTestDriver:
         if topic in self._global_topics:
             off = self._offsets.get(topic, 0)
             self._offsets[topic] = off + 1
-            self.global_state.restore((topic, 0), [] if key is None else [(key, value)], off + 1)
+            ts = self.wall_clock_ms if timestamp is None else timestamp
+            self.global_state.restore((topic, 0), [] if key is None else [(key, value, ts)], off + 1)
             return
         task = self._by_topic.get(topic)
         if task is None:

@@ -108,8 +108,9 @@ class StreamsBuilder:
 
 
 def _spec(name: str, ks: Serde, vs: Serde, m: Materialized) -> StoreSpec:
+    """A KTable's store: timestamped, as Kafka Streams materializes every KTable."""
     return StoreSpec(name, ks, vs, logging_enabled=m.logging_enabled,
-                     caching_enabled=m.caching_enabled, in_memory=m.in_memory)
+                     caching_enabled=m.caching_enabled, in_memory=m.in_memory, timestamped=True)
 
 
 class KStream:

@@ -31,7 +31,8 @@ def with_old_values(proc: Any, old_values: OldValues) -> Any:
 
 
 def store_getter(store: str) -> TP.GetterFactory:
-    return lambda context: context.get_state_store(store).get
+    """The timestamped getter of a materialized table."""
+    return lambda context: context.get_state_store(store).get_with_timestamp
 
 
 class KTable:
@@ -66,10 +67,19 @@ class KTable:
                 parent.enable_send_old_values()
 
     def connect_getter(self, processor: str) -> TP.GetterFactory:
-        """Give ``processor`` access to this table's current values; returns the getter factory."""
+        """Give ``processor`` access to this table's current values; returns the (timestamped)
+        getter factory."""
         for s in self._getter_stores:
             self._b.topology.connect_processor_and_state_stores(s, processor)
         return self._getter
+
+    def value_getter(self) -> TP.GetterFactory:
+        """A getter of plain values (a materialized table's own ``get``); connect the reader with
+        :meth:`connect_getter`."""
+        store = self.queryable_store_name
+        if store is not None and self.history_retention_ms is None:
+            return lambda context: context.get_state_store(store).get
+        return TP.values_of(self._getter)
 
     def source_topics(self) -> set[str]:
         return source_topics(self._b.topology, self.node)
@@ -105,8 +115,11 @@ class KTable:
             get = parent(context)
 
             def compute_get(key: Any) -> Any:
-                v = get(key)
-                return None if v is None else compute(key, v)
+                vt = get(key)
+                if vt is None:
+                    return None
+                v = compute(key, vt[0])
+                return None if v is None else (v, vt[1])
             return compute_get
         return KTable(b, node, None, self.key_serde, value_serde, old_values=flag, getter=getter,
                       getter_stores=self._getter_stores, upstream=(self,))
@@ -240,6 +253,7 @@ def versioned_table(builder: StreamsBuilder, proc: str, source: str, store: str,
     builder.topology.add_processor(proc, lambda: VersionedTableSourceProcessor(store, retention, flag), source)
     builder.topology.add_state_store(versioned_spec(store, ks, vs, m), proc)
     table = KTable(builder, proc, store, ks, vs, old_values=flag,
-                   getter=lambda context: versioned_view(context, store, retention).get, getter_stores=(store,))
+                   getter=lambda context: versioned_view(context, store, retention).get_with_timestamp,
+                   getter_stores=(store,))
     table.history_retention_ms = retention
     return table

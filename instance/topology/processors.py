@@ -149,7 +149,16 @@ class StoreForwardingProcessor(BaseProcessor):
         forward_store_changes(context, self.store, self.old_values)
         self._get = self.store.get
         self._put = self.store.put
+        self._ts_of = self.store.timestamp_of
         self._record = context.record
+
+    def _stamp(self, key: Any) -> int:
+        """The timestamp of an update to ``key``'s existing aggregate: the larger of the record's
+        and the aggregate's, as Kafka Streams stamps aggregates (an out-of-order record does not
+        move a result back in time)."""
+        ts = self._record.timestamp
+        t = self._ts_of(key)
+        return t if t > ts else ts
 
 
 class AggregateProcessor(StoreForwardingProcessor):
@@ -167,8 +176,9 @@ class AggregateProcessor(StoreForwardingProcessor):
             return
         old = self._get(key)
         if old is None:
-            old = self.initializer()
-        self._put(key, self.aggregator(key, value, old), self._record.timestamp)
+            self._put(key, self.aggregator(key, value, self.initializer()), self._record.timestamp)
+        else:
+            self._put(key, self.aggregator(key, value, old), self._stamp(key))
 
 
 class ReduceProcessor(StoreForwardingProcessor):
@@ -180,7 +190,10 @@ class ReduceProcessor(StoreForwardingProcessor):
         if key is None or value is None:
             return
         old = self._get(key)
-        self._put(key, value if old is None else self.reducer(old, value), self._record.timestamp)
+        if old is None:
+            self._put(key, value, self._record.timestamp)
+        else:
+            self._put(key, self.reducer(old, value), self._stamp(key))
 
 
 class CountProcessor(StoreForwardingProcessor):
@@ -193,7 +206,12 @@ class CountProcessor(StoreForwardingProcessor):
         if key is None or value is None:
             return
         old = self._get(key)
-        self._put(key, 1 if old is None else old + 1, self._record.timestamp)
+        if old is None:
+            self._put(key, 1, self._record.timestamp)
+            return
+        ts = self._record.timestamp
+        t = self._ts_of(key)  # _stamp inlined: the hottest path
+        self._put(key, old + 1, t if t > ts else ts)
 
 
 class TableSourceProcessor(StoreForwardingProcessor):

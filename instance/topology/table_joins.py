@@ -3,8 +3,8 @@
 they come from form a co-partitioning group, checked at start-up (internal_topics.plan); a
 stream whose key was changed is repartitioned first, as Kafka Streams does.
 
-Deviation: our key-value stores keep no per-key timestamp, so a join result carries the
-timestamp of the record that triggered it (Kafka Streams: the larger of both sides').
+A table-table join result carries the larger timestamp of both sides (the other side's read from
+its timestamped store, as Kafka Streams does); a stream-table result the stream record's.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
                                     key_serde=j.key_serde, value_serde=j.value_serde)
     check_grace(j.grace_period_ms, table.history_retention_ms)
     node = j.name or b.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
-    getter = table._getter
+    getter = table.value_getter()
     retention, store = table.history_retention_ms, table.queryable_store_name
     if retention is not None and store is not None:  # a versioned table: as of the record's time
         grace = j.grace_period_ms or 0

@@ -2,8 +2,10 @@
 ``KTableProcessorSupplier`` family). ``old`` is None unless the node's :class:`OldValues` is
 enabled by a downstream operator that needs it (see ``ktable.py``).
 
-A table's current value for a key is read through a *value getter* (``get(key) -> value``): the
-store of a materialized table, or a function over the parents' getters for a stateless one.
+A table's current value for a key is read through a *value getter*: the store of a materialized
+table, or a function over the parents' getters for a stateless one. A table's own getter is
+*timestamped* (``get(key) -> (value, timestamp) | None``, Kafka Streams' ``ValueAndTimestamp``):
+table-table joins stamp results with the larger timestamp of both sides.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from instance.topology.processors import OldValues, StoreForwardingProcessor, fo
 Getter = Callable[[Any], Any]
 #: builds a value getter inside a task, from the node's context (its connected stores)
 GetterFactory = Callable[[ProcessorContext], Getter]
+#: the timestamp of a side that has no value (Kafka Streams' ``UNKNOWN``)
+NO_TIMESTAMP = -1
 Joiner = Callable[[Any, Any], Any]
 
 
@@ -113,11 +117,12 @@ class TableAggregateProcessor(StoreForwardingProcessor):
         if key is None:
             return
         agg = self._get(key)
+        ts = self._record.timestamp if agg is None else self._stamp(key)
         if change.old_value is not None and agg is not None:
             agg = self.subtractor(key, change.old_value, agg)
         if change.new_value is not None:
             agg = self.adder(key, change.new_value, self.initializer() if agg is None else agg)
-        self._put(key, agg, self._record.timestamp)
+        self._put(key, agg, ts)
 
 
 class TableReduceProcessor(StoreForwardingProcessor):
@@ -134,11 +139,12 @@ class TableReduceProcessor(StoreForwardingProcessor):
         if key is None:
             return
         agg = self._get(key)
+        ts = self._record.timestamp if agg is None else self._stamp(key)
         if change.old_value is not None and agg is not None:
             agg = self.subtractor(agg, change.old_value)
         if change.new_value is not None:
             agg = change.new_value if agg is None else self.adder(agg, change.new_value)
-        self._put(key, agg, self._record.timestamp)
+        self._put(key, agg, ts)
 
 
 # -- table-table joins ---------------------------------------------------------------------------
@@ -169,11 +175,18 @@ class TableTableJoinProcessor(BaseProcessor):
         super().init(context)
         self.get_other = self.other(context)
         self.send_old = self.old_values.enabled
+        self._record = context.record
 
     def process(self, key: Any, change: Any) -> None:
         if key is None:
             return
-        other = self.get_other(key)
+        vt = self.get_other(key)
+        ts = self._record.timestamp
+        other = None
+        if vt is not None:
+            other = vt[0]
+            if vt[1] > ts:
+                ts = vt[1]
         new, old = change.new_value, change.old_value
         join, mode, send_old = self.joiner, self.mode, self.send_old
         if mode == INNER:
@@ -196,7 +209,10 @@ class TableTableJoinProcessor(BaseProcessor):
                 return
             rn = join(new, other) if (new is not None or other is not None) else None
             ro = join(old, other) if send_old and (old is not None or other is not None) else None
-        self.forward(key, new_change(Change, (rn, ro)))
+        if ts == self._record.timestamp:
+            self.forward(key, new_change(Change, (rn, ro)))
+        else:
+            self.context.forward(key, new_change(Change, (rn, ro)), ts)
 
 
 class TableJoinMergeProcessor(BaseProcessor):
@@ -223,21 +239,36 @@ class TableJoinMergeProcessor(BaseProcessor):
 
 
 def join_getter(mode: str, joiner: Joiner, left: GetterFactory, right: GetterFactory) -> GetterFactory:
-    """The value getter of an unmaterialized join result (``mode`` of the left side)."""
+    """The timestamped getter of an unmaterialized join result (``mode`` of the left side)."""
 
     def make(context: ProcessorContext) -> Getter:
         gl, gr = left(context), right(context)
 
         def get(key: Any) -> Any:
-            lv, rv = gl(key), gr(key)
-            if lv is None and rv is None:
+            lt, rt = gl(key), gr(key)
+            if lt is None and rt is None:
                 return None
-            if mode == INNER and (lv is None or rv is None):
+            if mode == INNER and (lt is None or rt is None):
                 return None
-            if mode == LEFT and lv is None:
+            if mode == LEFT and lt is None:
                 return None
-            return joiner(lv, rv)
+            lv, lts = (None, NO_TIMESTAMP) if lt is None else lt
+            rv, rts = (None, NO_TIMESTAMP) if rt is None else rt
+            return joiner(lv, rv), max(lts, rts)
         return get
+    return make
+
+
+def values_of(timestamped: GetterFactory) -> GetterFactory:
+    """A plain value getter over a timestamped one."""
+
+    def make(context: ProcessorContext) -> Getter:
+        get = timestamped(context)
+
+        def value(key: Any) -> Any:
+            vt = get(key)
+            return None if vt is None else vt[0]
+        return value
     return make
 
 

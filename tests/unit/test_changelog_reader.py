@@ -45,6 +45,9 @@ class _Msg:
     def key(self) -> bytes:
         return self._key
 
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._offset)  # CreateTime: the offset, so a test can tell it arrived
+
     def value(self) -> bytes | None:
         return self._value
 

@@ -173,8 +173,8 @@ def test_global_stores_persist_with_a_checkpoint_and_reload_without_one(tmp_path
     topology = _global_topology()
     state = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")
     assert state.changelog_partitions == [("names", 0), ("names", 1)]
-    state.restore(("names", 0), [(b"a", b"1"), (b"b", b"2")], 2)
-    state.restore(("names", 1), [(b"c", b"3"), (None, b"x")], 2)  # type: ignore[list-item]
+    state.restore(("names", 0), [(b"a", b"1", 0), (b"b", b"2", 0)], 2)
+    state.restore(("names", 1), [(b"c", b"3", 0), (None, b"x", 0)], 2)  # type: ignore[list-item]
     state.flush_and_checkpoint()
     state.close(checkpoint=True)
     again = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")

@@ -108,7 +108,7 @@ def test_exactly_once_checkpoints_only_on_clean_close(tmp_path: Path) -> None:
 
 def test_a_standby_checkpoints_under_exactly_once_and_never_writes_the_changelog(tmp_path: Path) -> None:
     sm = _open(tmp_path, active=False, eos=True)
-    sm.restore(TP, [(b"a", b"1"), (b"b", b"2")], 7)
+    sm.restore(TP, [(b"a", b"1", 0), (b"b", b"2", 0)], 7)
     sm.advance(TP, 5)  # never backwards
     assert sm.changelog_offsets == {TP: 7}
     sm.advance(TP, 9)  # past a transaction marker
@@ -160,7 +160,7 @@ def test_position_counts_what_the_cache_holds_before_the_first_commit() -> None:
     assert sm.position(TP) == 3
     standby = ProcessorStateManager(TID, None, APP, active=False)
     standby.register_stores([SPEC], in_memory=True, cache_max_entries=0, changelog_for=lambda _: None)
-    standby.restore(TP, [(b"a", b"2")], 5)
+    standby.restore(TP, [(b"a", b"2", 0)], 5)
     assert standby.position(TP) == 5  # a standby holds exactly what it restored
 
 

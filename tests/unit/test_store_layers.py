@@ -19,7 +19,7 @@ from instance.state.kv_store import KeyValueStore
 from instance.state.metered import MeteredKeyValueStore
 from instance.state.spec import StoreSpec
 from instance.state.store_builder import build_key_value_store
-from instance.state.typed_store import MIN_BUFFER
+from instance.state.typed_store import MIN_BUFFER, with_timestamps
 from instance.state.uncached import UncachedKeyValueStore
 
 Batch = list[tuple[bytes, bytes | None, int]]
@@ -103,10 +103,12 @@ def _L(v: int) -> bytes:
 def test_change_logging_writes_the_batch_below_then_logs_it_in_one_call(bytes_store: SpyBytes) -> None:
     rec = Recorder()
     layer = ChangeLoggingKeyValueStore(bytes_store, rec.send)
-    layer.write_batch([(b"a", b"1", 5), (b"b", None, 6)])
-    assert bytes_store.writes == [[(b"a", b"1"), (b"b", None)]]
-    assert rec.batches == [[(b"a", b"1", 5), (b"b", None, 6)]]
-    assert bytes_store.get(b"a") == b"1" and bytes_store.get(b"b") is None
+    batch = [(b"a", b"1", 5), (b"b", None, 6)]
+    layer.write_batch(with_timestamps(batch), batch)
+    # the store holds ValueAndTimestamp, the changelog the plain value with its timestamp apart
+    assert bytes_store.writes == [[(b"a", (5).to_bytes(8, "big") + b"1"), (b"b", None)]]
+    assert rec.batches == [batch]
+    assert bytes_store.get(b"a") == (5).to_bytes(8, "big") + b"1" and bytes_store.get(b"b") is None
 
 
 def test_caching_layer_alone_keeps_puts_until_flush(bytes_store: SpyBytes) -> None:
@@ -283,7 +285,7 @@ def test_restore_bypasses_cache_and_changelog_and_drops_cached_entries(bytes_sto
     store.flush_cache()
     assert store.get("a") == 1
     store.put("b", 3, 2)  # dirty, then restored over
-    store.restore_batch([(b"a", _L(10)), (b"b", None), (b"c", _L(30))])
+    store.restore_batch([(b"a", _L(10), 0), (b"b", None, 0), (b"c", _L(30), 0)])
     assert store.get("a") == 10 and store.get("b") is None and store.get("c") == 30
     assert len(rec.batches) == 1 and hook == [1]  # restore: no changelog, no hook
     store.flush_cache()
@@ -414,3 +416,34 @@ def test_forward_with_a_timestamp_leaves_the_current_record_timestamp() -> None:
     ctx.forward("flushed", 1, 699)
     assert seen == [("flushed", 699)]
     assert rc.timestamp == 5000
+
+
+# -- timestamped stores (every KTable's) ------------------------------------------------------------
+@pytest.mark.parametrize("caching", [True, False])
+def test_timestamped_store_keeps_each_keys_latest_timestamp_through_flush_eviction_and_restore(
+        bytes_store: SpyBytes, caching: bool) -> None:
+    """The bytes store holds ValueAndTimestamp, the changelog the plain value with the timestamp
+    apart; a store restored from that changelog knows the same timestamps."""
+    spec = StoreSpec("s", StringSerde(), LongSerde(), caching_enabled=caching, timestamped=True)
+    rec = Recorder()
+    store = build_key_value_store(spec, bytes_store, rec.send, MIN_BUFFER)
+    store.put("a", 1, 10)
+    store.put("b", 2, 20)
+    assert store.get_with_timestamp("a") == (1, 10) and store.timestamp_of("b") == 20  # dirty
+    store.flush()
+    assert rec.batches == [[(b"a", _L(1), 10), (b"b", _L(2), 20)]]
+    assert bytes_store.get(b"a") == (10).to_bytes(8, "big") + _L(1)
+    assert store.get("a") == 1 and [v for _, v in store.all()] == [1, 2]  # queries see plain values
+    store.put("a", 3, 15)
+    store.flush()
+    for i in range(3 * MIN_BUFFER):  # push the clean entries out of the cache
+        store.put(f"x{i}", i, 1)
+    store.flush()
+    assert store.get_with_timestamp("a") == (3, 15) and store.get_with_timestamp("nope") is None
+    assert store.timestamp_of("nope") == -1
+
+    restored = build_key_value_store(spec, InMemoryBytesStore("r"), None, 0)
+    for batch in rec.batches:
+        restored.restore_batch(batch)
+    assert restored.get_with_timestamp("a") == (3, 15) and restored.get_with_timestamp("b") == (2, 20)
+    assert restored.query_get("x7") == 7

@@ -253,6 +253,34 @@ def test_table_table_join(kind: str, caching: bool, materialized: bool) -> None:
         assert final == {"join": {}, "left_join": {}, "outer_join": {2: "null+YY2", 3: "null+YY3"}}[kind]
 
 
+#: the result timestamps of Kafka's KTableKTable{Inner,Left,Outer}JoinTest.testJoin, step by step:
+#: the larger timestamp of both sides (the other side's when it has the key)
+EXPECTED_TIMESTAMPS = {
+    "join": [[], [5, 10], [7, 10], [7, 7, 10, 15], [6, 6, 10, 15], [6, 7], [13, 15], [10, 20]],
+    "left_join": [[5, 6], [5, 10], [7, 10, 7, 7], [7, 7, 10, 15], [6, 6, 10, 15], [6, 7],
+                  [13, 13, 13, 15], [0, 42, 10, 20]],
+}
+EXPECTED_TIMESTAMPS["outer_join"] = EXPECTED_TIMESTAMPS["left_join"]
+
+
+@pytest.mark.parametrize("materialized", [False, True])
+@pytest.mark.parametrize("caching", [True, False])
+@pytest.mark.parametrize("kind", ["join", "left_join", "outer_join"])
+def test_table_table_join_result_has_the_larger_timestamp_of_both_sides(kind: str, caching: bool,
+                                                                        materialized: bool) -> None:
+    """Each side's store keeps the timestamp of its latest update (a timestamped store), so the
+    result is stamped as Kafka Streams stamps it, also when the other side's update came first."""
+    b = _table_table(kind, caching, materialized)
+    with TopologyTestDriver(b.build()) as d:
+        out = d.create_output_topic("output", I, S)
+
+        def stamped() -> list[tuple[Any, Any]]:
+            return [(r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
+        steps = _scenario(d, stamped)
+    assert [[(k, v) for k, v, _ in step] for step in steps] == EXPECTED[kind]
+    assert [[ts for _, _, ts in step] for step in steps] == EXPECTED_TIMESTAMPS[kind]
+
+
 @pytest.mark.parametrize("kind", ["join", "left_join", "outer_join"])
 def test_unmaterialized_join_result_is_readable_through_a_downstream_join(kind: str) -> None:
     """The value getter of an unmaterialized join result computes it from both tables."""

@@ -117,10 +117,10 @@ def _grace_topology() -> Any:
     return b.build()
 
 
-def _changelog(d: TopologyTestDriver, topic: str) -> list[tuple[Any, Any]]:
+def _changelog(d: TopologyTestDriver, topic: str) -> list[tuple[Any, Any, int]]:
     out = []
     while (m := d.read_output(topic)) is not None:
-        out.append((m.key(), m.value()))
+        out.append((m.key(), m.value(), m.timestamp()[1]))
     return out
 
 

@@ -162,8 +162,8 @@ def test_restore_from_the_changelog_into_rocksdb_through_the_state_manager(tmp_p
 
     sm2 = open_sm(tmp_path / "two", False)  # a standby / a restoring task: no cache, no logging
     tp = (spec.changelog_topic(app), 0)
-    sm2.restore(tp, [(k, v) for k, v, _ in changelog[:3]], 3)
-    sm2.restore(tp, [(k, v) for k, v, _ in changelog[3:]], len(changelog))
+    sm2.restore(tp, changelog[:3], 3)
+    sm2.restore(tp, changelog[3:], len(changelog))
     restored = sm2.stores["w"]
     assert restored.all() == expected
     assert restored.inner.segments == {2, 4}  # segments 0 and 1 dropped by the restored stream time
