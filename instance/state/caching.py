@@ -38,6 +38,8 @@ class CachingKeyValueStore(TypedStoreBase):
     def put(self, key: Any, value: Any, timestamp: int = 0) -> None:
         if key is None:
             raise ValueError(f"store {self.name}: key must not be None")
+        if value is None and self.get(key) is None:
+            return  # deleting what is not there: nothing to write or forward (as Kafka Streams)
         self._cache[key] = value
         dirty = self._dirty
         dirty[key] = timestamp
@@ -80,7 +82,8 @@ class CachingKeyValueStore(TypedStoreBase):
         if listener is not None:
             changes = map(new_change, repeat(Change), zip(values, olds, strict=True))
             for k, change, ts in zip(dirty, changes, dirty.values(), strict=True):
-                listener(k, change, ts)
+                if change[0] is not None or change[1] is not None:  # put, then deleted: no change
+                    listener(k, change, ts)
 
     def _keep_only_dirty(self) -> None:
         super()._keep_only_dirty()

@@ -30,7 +30,9 @@ class TableTransformProcessor(BaseProcessor):
     """filter / filter_not / map_values of a KTable: ``compute(key, value)`` maps one side of the
     change (None stays None). Not materialized: forwards the mapped change (the filter drops it
     when both sides are None and old values are sent, as Kafka Streams' ``KTableFilter``).
-    Materialized: writes the new value to its store, whose listener forwards."""
+    Materialized: writes the new value to its store, whose listener forwards: with caching off,
+    also the delete of a key the table never held (``Change(None, None)``, as Kafka Streams
+    does); a caching store ignores that delete."""
 
     def __init__(self, compute: Callable[[Any, Any], Any], old_values: OldValues, skip_empty: bool,
                  store_name: str | None) -> None:
@@ -53,8 +55,6 @@ class TableTransformProcessor(BaseProcessor):
         new = None if change.new_value is None else compute(key, change.new_value)
         store = self.store
         if store is not None:
-            if new is None and store.get(key) is None:
-                return
             store.put(key, new, self._record.timestamp)
             return
         old = None

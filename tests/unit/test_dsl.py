@@ -527,7 +527,10 @@ def test_table_materializes_latest_value_and_null_deletes() -> None:
     recs: list[tuple[str, str | None]] = [
         (rnd.choice(WORDS), rnd.choice([None, None, "v1", "v2", "v3", "v4"])) for _ in range(300)]
     model: dict[str, str] = {}
+    expected = []  # with caching (the default), a delete of a key the table does not hold is not a change
     for k, v in recs:
+        if v is not None or k in model:
+            expected.append((k, v))
         if v is None:
             model.pop(k, None)
         else:
@@ -540,8 +543,8 @@ def test_table_materializes_latest_value_and_null_deletes() -> None:
             assert store.get(w) == model.get(w)
         changes = d.create_output_topic("changes", S, S).read_key_values_to_list()
     # every change is forwarded, deletes as tombstones (null value)
-    assert changes == recs
-    assert any(v is None for _, v in changes)
+    assert changes == expected
+    assert any(v is None for _, v in changes) and len(expected) < len(recs)
 
 
 def test_table_delete_of_a_flushed_key() -> None:

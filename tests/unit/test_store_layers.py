@@ -447,3 +447,16 @@ def test_timestamped_store_keeps_each_keys_latest_timestamp_through_flush_evicti
         restored.restore_batch(batch)
     assert restored.get_with_timestamp("a") == (3, 15) and restored.get_with_timestamp("b") == (2, 20)
     assert restored.query_get("x7") == 7
+
+
+def test_caching_store_ignores_deletes_of_absent_keys(bytes_store: SpyBytes) -> None:
+    """Kafka Streams' CachingKeyValueStore: a delete of a key neither in the cache nor below is
+    neither written nor forwarded; a key put and deleted within one flush forwards nothing."""
+    store, rec = _store(bytes_store, caching=True)
+    store.put("gone", None, 1)
+    store.put("brief", 1, 2)
+    store.put("brief", None, 3)
+    store.put("kept", 5, 4)
+    store.flush()
+    assert [(k, c) for k, c, _ in rec.changes] == [("kept", Change(5, None))]
+    assert (b"gone", None, 1) not in rec.batches[0]
