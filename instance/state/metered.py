@@ -61,6 +61,11 @@ class MeteredKeyValueStore:
         self.position_with_unlogged = store.position_with_unlogged
 
     @property
+    def restored_stream_time(self) -> int:
+        """The largest timestamp restored from the changelog (-1: none)."""
+        return self._store.restored_stream_time
+
+    @property
     def before_write(self) -> Callable[[], None] | None:
         """Called before each batch reaches the bytes store."""
         return self._store.before_write

@@ -37,6 +37,7 @@ MIN_BUFFER = 1000
 #: Change(new, old) without NamedTuple.__new__'s Python frame: ``new_change(Change, (new, old))``
 new_change = tuple.__new__
 _key_value = itemgetter(0, 1)
+_timestamp = itemgetter(2)
 _LONG = struct.Struct(">q")
 #: the timestamp of a key with no value (Kafka Streams' ``RecordQueue.UNKNOWN``)
 NO_TIMESTAMP = -1
@@ -70,6 +71,9 @@ class TypedStoreBase:
             self._vd = value_of
         #: timestamps of clean keys (a timestamped store's flushed puts; dirty ones are in _dirty)
         self._times: dict[Any, int] = {}
+        #: the largest timestamp restored from the changelog (-1: none): the stream time a store
+        #: that tracks one (versioned) had observed before it moved
+        self.restored_stream_time = -1
         self._read = inner.get
         self._max = max(cache_max_entries, MIN_BUFFER)
         #: latest typed value per key: dirty ones and clean copies of the bytes store
@@ -209,6 +213,9 @@ class TypedStoreBase:
     def restore_batch(self, records: Batch) -> None:
         """Changelog records ``(key, value, timestamp)`` straight to the bytes store."""
         self.inner.write(self._rows(records))
+        latest = max(map(_timestamp, records), default=-1)
+        if latest > self.restored_stream_time:
+            self.restored_stream_time = latest
         if self._cache or self._times:
             kd = self._kd
             for r in records:

@@ -90,12 +90,20 @@ class VersionedKeyValueStore:
         self.store = store
         self.name = store.name
         self.history_retention_ms = history_retention_ms
-        self.observed_stream_time = -1
+        self._observed = -1
+
+    @property
+    def observed_stream_time(self) -> int:
+        """The largest timestamp put, here or before the store moved (restored from its changelog,
+        as Kafka Streams' versioned store restores it): lookups and puts older than it minus the
+        history retention find nothing, also right after a restart."""
+        restored = self.store.restored_stream_time
+        return restored if restored > self._observed else self._observed
 
     def put(self, key: Any, value: Any, timestamp: int) -> tuple[bool, Any]:
         """Store ``value`` valid from ``timestamp``; returns (is it the latest, the previous latest)."""
-        if timestamp > self.observed_stream_time:
-            self.observed_stream_time = timestamp
+        if timestamp > self._observed:
+            self._observed = timestamp
         horizon = self.observed_stream_time - self.history_retention_ms
         history: list[Version] = list(self.store.get(key) or ())  # never mutate a cached value
         latest = history[-1][1] if history else None

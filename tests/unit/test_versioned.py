@@ -143,3 +143,24 @@ def test_grace_buffer_is_a_logged_store_restored_after_a_move() -> None:
         assert [out.read_record() for _ in range(2)] == [("k", "s30+A", 30), ("k", "s33+A", 33)]
         assert out.is_empty()
         assert len(list(d2.get_key_value_store("j-grace-buffer").all())) == 1  # s50 is held
+
+
+def test_observed_stream_time_survives_a_move() -> None:
+    """The versioned store restored from its changelog knows the stream time it had observed:
+    a lookup older than that minus the history retention finds nothing, as before the move."""
+    b, table = _versioned_builder(retention=10)
+    b.stream("stream").left_join(table, joiner).to("out")
+    with TopologyTestDriver(b.build(), {"application.id": "app"}) as d:
+        t = d.create_input_topic("table", S, S)
+        t.pipe_input("k", "A", 80)
+        t.pipe_input("k", "B", 100)
+        d.create_input_topic("stream", S, S).pipe_input("k", "s", 85)  # 85 < 100 - 10
+        before = d.create_output_topic("out", S, S).read_key_values_to_list()
+        log = _changelog(d, "app-vs-changelog")
+    assert before == [("k", "s+null")]
+    with TopologyTestDriver(b.build(), {"application.id": "app"}) as d2:
+        d2.get_key_value_store("vs").restore_batch(log)
+        s = d2.create_input_topic("stream", S, S)
+        s.pipe_input("k", "s", 85)
+        s.pipe_input("k", "t", 95)
+        assert d2.create_output_topic("out", S, S).read_key_values_to_list() == [("k", "s+null"), ("k", "t+A")]
