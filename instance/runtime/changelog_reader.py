@@ -217,13 +217,12 @@ class StoreChangelogReader:
 
     def _apply_restoring(self, c: _Changelog, run: list[Any]) -> int:
         marks = c.marks
-        batch = [(m.key(), m.value(), m.timestamp()[1]) for m in run
-                 if marks is None or covered(m.headers(), marks)]
+        batch = run if marks is None else [m for m in run if covered(m.headers(), marks)]
         last = run[-1].offset()
         c.position = last + 1
         c.restored += len(batch)
         state = c.owner.state
-        state.restore(c.tp, batch, c.position)
+        state.apply(c.tp, batch, c.position)
         if self.listener:
             self.listener.on_batch_restored(c.tp[0], c.tp[1], state.store_of(c.tp).name, last, len(batch))
         return len(batch)
@@ -279,7 +278,7 @@ class StoreChangelogReader:
         state = c.owner.state
         if run:
             c.position = run[-1].offset() + 1
-            state.restore(tp, [(m.key(), m.value(), m.timestamp()[1]) for m in run], c.position)
+            state.apply(tp, run, c.position)
         if held_at >= 0:
             self._held[tp] = c.position = held_at
             state.advance(tp, held_at)

@@ -1,7 +1,11 @@
 """The global stores of an instance (Kafka Streams' ``GlobalStateManagerImpl``): every
 partition of a global store's topic is one of its "changelog" partitions, so the changelog reader
 restores and follows them like a task's (instance/runtime/global_thread.py). Records are applied
-as they are (a GlobalKTable), or through the store's processor (``Topology.add_global_store``)."""
+as they are (a GlobalKTable), or through the store's processor (``Topology.add_global_store``).
+Either way each record is deserialized first, and one that does not deserialize goes to
+``default.deserialization.exception.handler`` with its topic, partition and offset, as Kafka
+Streams' global update task does: skipped (log-and-continue, dead-letter topic) or fatal
+(log-and-fail, the default) instead of landing in the store to break every reader later."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from instance.errors import StreamsException
+from instance.runtime.handlers import ErrorHandling
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
 from instance.state.change_logging import Batch
@@ -30,10 +35,13 @@ class GlobalStateManager(ProcessorStateManager):
     partition of a store's topic is one of its "changelog" partitions."""
 
     def __init__(self, topology: Topology, partitions: dict[str, int], state_dir: Path | None,
-                 application_id: str, in_memory: bool = False) -> None:
+                 application_id: str, errors: ErrorHandling, in_memory: bool = False) -> None:
         super().__init__(GLOBAL_ID, None, application_id, active=False)  # opens nothing itself
         self.task_dir = None if state_dir is None else state_dir / "global"
+        self.errors = errors
         self._processors: dict[str, Any] = {}
+        #: per topic: (key deserializer, value deserializer)
+        self._serdes: dict[str, tuple[Any, Any]] = {}
         self._record = RecordContext()
         try:
             self._open_global(topology, partitions, in_memory)
@@ -68,6 +76,7 @@ class GlobalStateManager(ProcessorStateManager):
                 inner = InMemoryBytesStore(g.spec.name)
             store = build_key_value_store(g.spec, inner, None, 0)
             self.stores[g.spec.name] = store
+            self._serdes[g.topic] = (g.key_serde.deserialize, g.value_serde.deserialize)
             for tp in tps:
                 self._store_of[tp] = store
                 self.changelog_offsets[tp] = self.checkpointed.get(tp, 0)
@@ -79,23 +88,34 @@ class GlobalStateManager(ProcessorStateManager):
         proc = g.processor()
         proc.init(ProcessorContext("global", g.processor_name, self._record, [], {g.spec.name: store},
                                    self.application_id))
-        kd, vd = g.key_serde.deserialize, g.value_serde.deserialize
-        return node_callable(proc, self._record), kd, vd  # a Record processor through its adapter
+        return node_callable(proc, self._record)  # a Record processor through its adapter
 
-    def restore(self, tp: TopicPart, records: Batch, next_offset: int) -> None:
-        """Apply records of a global topic: as they are, or through the store's processor."""
-        entry = self._processors.get(tp[0])
-        if entry is None:
-            super().restore(tp, [r for r in records if r[0] is not None], next_offset)
-            return
-        process, kd, vd = entry
+    def apply(self, tp: TopicPart, msgs: list[Any], next_offset: int) -> None:
+        """Apply messages of a global topic: deserialized (the handler gets those that do not),
+        then stored as they are, or passed to the store's processor. A record with no key is not
+        stored (it could never be looked up)."""
+        process = self._processors.get(tp[0])
+        kd, vd = self._serdes[tp[0]]
         rc = self._record
         rc.topic, rc.partition = tp
-        for kb, vb, ts in records:
-            rc.timestamp = ts
-            process(kd(kb), vd(vb))
-        store = self._store_of[tp]
-        store.flush_cache()
+        rows: Batch = []
+        for m in msgs:
+            kb, vb = m.key(), m.value()
+            rc.offset, rc.msg, rc.timestamp, rc.headers = m.offset(), m, m.timestamp()[1], None
+            try:
+                k, v = kd(kb), vd(vb)
+            except Exception as e:
+                self.errors.deserialization_error("global", rc, e)  # raises unless skipped
+                continue
+            if process is not None:
+                process(k, v)
+            elif kb is not None:
+                rows.append((kb, vb, rc.timestamp))
+        rc.msg = None
+        if process is None:
+            self.restore(tp, rows, next_offset)
+            return
+        self._store_of[tp].flush_cache()
         self.changelog_offsets[tp] = next_offset
 
     def flush_and_checkpoint(self) -> None:

@@ -16,13 +16,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection
+from typing import Any
 
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from instance.config import StreamsConfig
-from instance.errors import StreamsException
+from instance.errors import ProductionException, StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.global_state import GLOBAL_ID, GlobalStateManager
+from instance.runtime.handlers import ErrorHandling
 from instance.runtime.kafka_log import client_logging
 from instance.state.kv_store import KeyValueStore
 from instance.topology.topology import Topology
@@ -49,8 +52,12 @@ class GlobalStreamThread(threading.Thread):
         self.config = config
         md = admin.list_topics(timeout=10)
         partitions = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+        #: the deserialization handler for the global topics (and what it skipped)
+        self.errors = ErrorHandling(config.to_properties())
+        self.errors.send = self._send_dead_letter
+        self._producer: Producer | None = None
         self.state = GlobalStateManager(topology, partitions, config.app_state_dir, config.application_id,
-                                        config.in_memory_stores)
+                                        self.errors, config.in_memory_stores)
         self._owner = _GlobalOwner(self.state)
         conf = {"bootstrap.servers": config.bootstrap_servers, **client_logging(),
                 "group.id": f"{config.application_id}-global",
@@ -65,6 +72,21 @@ class GlobalStreamThread(threading.Thread):
     @property
     def stores(self) -> dict[str, KeyValueStore]:
         return self.state.stores
+
+    def _send_dead_letter(self, topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int,
+                          headers: Any) -> None:
+        """Dead-letter records of the global topics (a producer made on the first one)."""
+        if self._producer is None:
+            self._producer = Producer({"bootstrap.servers": self.config.bootstrap_servers, **client_logging(),
+                                       "client.id": f"{self.config.instance_id}-global-dlq"})
+        kwargs: dict[str, Any] = {"key": key, "value": value, "timestamp": ts, "headers": headers}
+        if partition >= 0:
+            kwargs["partition"] = partition
+        try:
+            self._producer.produce(topic, **kwargs)
+        except (KafkaException, BufferError) as e:
+            raise ProductionException(f"could not write a dead-letter record to {topic}: {e}") from e
+        self._producer.flush(10)
 
     def bootstrap(self, timeout_s: float = 300.0) -> None:
         """Load every global store to its topic's current end offsets; raises on timeout."""
@@ -101,5 +123,7 @@ class GlobalStreamThread(threading.Thread):
         try:
             self.state.flush()
         finally:
+            if self._producer is not None:
+                self._producer.flush(10)
             self.reader.close()
             self.state.close(checkpoint=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
 from instance.state.change_logging import Batch
@@ -123,6 +124,10 @@ class ProcessorStateManager:
         return self._store_of[tp]
 
     # -- changelog positions ---------------------------------------------------------------------
+    def apply(self, tp: TopicPart, msgs: list[Any], next_offset: int) -> None:
+        """Apply changelog messages (the reader's): :meth:`restore` of their key, value, timestamp."""
+        self.restore(tp, [(m.key(), m.value(), m.timestamp()[1]) for m in msgs], next_offset)
+
     def restore(self, tp: TopicPart, records: Batch, next_offset: int) -> None:
         """Apply changelog records ``(key, value, timestamp)`` (restore or standby update); the store now reflects the
         changelog up to ``next_offset`` (exclusive)."""

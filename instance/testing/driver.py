@@ -107,7 +107,7 @@ class TopologyTestDriver:
         cache_entries = cfg.statestore_cache_max_bytes // 100
         # global stores: in memory, one partition per topic, fed by pipe_input on their topics
         self.global_state = GlobalStateManager(topology, {g.topic: 1 for g in topology.global_stores.values()},
-                                               None, app)
+                                               None, app, self.errors)
         self._global_topics = {g.topic for g in topology.global_stores.values()}
         for st in topology.subtopologies():
             task = StreamTask(TaskId(st.id, 0), topology, st, app, self._resolve, self._send,
@@ -147,7 +147,8 @@ class TopologyTestDriver:
             off = self._offsets.get(topic, 0)
             self._offsets[topic] = off + 1
             ts = self.wall_clock_ms if timestamp is None else timestamp
-            self.global_state.restore((topic, 0), [] if key is None else [(key, value, ts)], off + 1)
+            self.global_state.apply((topic, 0), [_Msg(topic, 0, off, ts, key, value, list(headers) or None)],
+                                    off + 1)
             return
         task = self._by_topic.get(topic)
         if task is None:

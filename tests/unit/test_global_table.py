@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from instance.errors import TopologyException
+from instance.runtime.handlers import ErrorHandling
 from instance.serde import IntSerde, StringSerde
 from instance.state.spec import StoreSpec
 from instance.testing import TopologyTestDriver
+from instance.testing.driver import _Msg
 from instance.topology import BaseProcessor, GlobalKTable, StreamsBuilder, Topology
 from instance.topology.table_processors import StreamTableJoinProcessor
 
@@ -163,7 +165,7 @@ def test_a_missing_global_topic_is_a_clear_error() -> None:
     from instance.errors import StreamsException
     from instance.runtime.global_state import GlobalStateManager
     with pytest.raises(StreamsException, match="topic 'names' of global store 'names-store' does not exist"):
-        GlobalStateManager(_global_topology(), {"in": 1}, None, "app")
+        GlobalStateManager(_global_topology(), {"in": 1}, None, "app", ErrorHandling({}))
 
 
 def test_global_stores_persist_with_a_checkpoint_and_reload_without_one(tmp_path: Any) -> None:
@@ -171,17 +173,17 @@ def test_global_stores_persist_with_a_checkpoint_and_reload_without_one(tmp_path
     read on; without one the store is wiped and loaded whole again."""
     from instance.runtime.global_state import GlobalStateManager
     topology = _global_topology()
-    state = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")
+    state = GlobalStateManager(topology, {"names": 2}, tmp_path, "app", ErrorHandling({}))
     assert state.changelog_partitions == [("names", 0), ("names", 1)]
-    state.restore(("names", 0), [(b"a", b"1", 0), (b"b", b"2", 0)], 2)
-    state.restore(("names", 1), [(b"c", b"3", 0), (None, b"x", 0)], 2)  # type: ignore[list-item]
+    state.apply(("names", 0), [_Msg("names", 0, 0, 0, b"a", b"1"), _Msg("names", 0, 1, 0, b"b", b"2")], 2)
+    state.apply(("names", 1), [_Msg("names", 1, 0, 0, b"c", b"3"), _Msg("names", 1, 1, 0, None, b"x")], 2)
     state.flush_and_checkpoint()
     state.close(checkpoint=True)
-    again = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")
+    again = GlobalStateManager(topology, {"names": 2}, tmp_path, "app", ErrorHandling({}))
     assert again.checkpointed == {("names", 0): 2, ("names", 1): 2}
     assert dict(again.stores["names-store"].all()) == {"a": "1", "b": "2", "c": "3"}
     again.close(checkpoint=False)
     (tmp_path / "global" / ".checkpoint").unlink()
-    fresh = GlobalStateManager(topology, {"names": 2}, tmp_path, "app")
+    fresh = GlobalStateManager(topology, {"names": 2}, tmp_path, "app", ErrorHandling({}))
     assert fresh.checkpointed == {} and dict(fresh.stores["names-store"].all()) == {}
     fresh.close(checkpoint=False)

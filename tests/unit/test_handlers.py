@@ -352,3 +352,41 @@ def test_a_source_can_have_its_own_extractor() -> None:
         d.pipe_raw("in-a", b"k", b"a", 10)
         d.pipe_raw("in-b", b"k", b"b", 10)
         assert d.create_output_topic("out", S, S).read_records_to_list() == [("k", "a", 20), ("k", "b", 10)]
+
+
+# -- global topics ---------------------------------------------------------------------------------
+
+
+def _global_join_topology() -> Topology:
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    names = b.global_table("names", "names-store")
+    b.stream("in").left_join(names, lambda k, v: k, lambda v, name: f"{v}:{name}").to("out")
+    return b.build()
+
+
+def test_a_global_record_that_does_not_deserialize_fails_by_default_naming_its_offset() -> None:
+    with _driver(_global_join_topology()) as d:
+        d.pipe_raw("names", b"a", b"alice")
+        with pytest.raises(SerializationException) as e:
+            d.pipe_raw("names", b"b", BAD)
+    assert (e.value.topic, e.value.partition, e.value.offset) == ("names", 0, 1)
+    assert "log-and-continue" in str(e.value)
+
+
+def test_a_global_record_that_does_not_deserialize_is_skipped_and_dead_lettered() -> None:
+    """Kafka Streams' global update task hands it to the deserialization handler: with
+    log-and-continue and a dead-letter topic it never reaches the store (where every reader of
+    the key would fail later) and lands in the dead-letter topic."""
+    props = {"default.deserialization.exception.handler": "log-and-continue",
+             "errors.dead.letter.queue.topic.name": "dlq"}
+    with _driver(_global_join_topology(), **props) as d:
+        d.pipe_raw("names", b"a", b"alice")
+        d.pipe_raw("names", b"b", BAD, 7)
+        d.pipe_raw("in", b"a", b"x")
+        d.pipe_raw("in", b"b", b"y")
+        assert d.create_output_topic("out", S, S).read_key_values_to_list() == [("a", "x:alice"), ("b", "y:None")]
+        assert dict(d.get_key_value_store("names-store").all()) == {"a": "alice"}
+        assert d.errors.dropped["deserialization-error"] == 1
+        rec = d.create_output_topic("dlq", B, B).read_record()
+    assert (rec.key, rec.value, rec.timestamp) == (b"b", BAD, 7)
+    assert (_headers(rec)[HEADER_TOPIC], _headers(rec)[HEADER_OFFSET]) == (b"names", b"1")
