@@ -331,6 +331,13 @@ class KGroupedStream:
         return self._aggregate("KSTREAM-REDUCE-", _materialized(materialized), self.value_serde,
                                lambda store: P.ReduceProcessor(store, reducer))
 
+    def cogroup(self, aggregator: Callable[[Any, Any, Any], Any]) -> Any:
+        """Start a cogroup (KIP-150) with this stream and ``aggregator(key, value, aggregate)``;
+        add streams with ``.cogroup(grouped, aggregator)``, end with ``.aggregate(initializer,
+        materialized)`` (instance/topology/cogroup.py)."""
+        from instance.topology.cogroup import CogroupedKStream
+        return CogroupedKStream(self, aggregator)
+
     def windowed_by(self, windows: Any) -> Any:
         """``TimeWindows`` / ``SlidingWindows`` / ``SessionWindows`` -> a windowed stream whose
         ``count / reduce / aggregate`` give a KTable keyed by ``Windowed(key, window)``."""
