@@ -73,6 +73,8 @@ def routing_table_to_dict(reply: pb.MetadataReply) -> dict[str, Any]:
     return {
         "asked": reply.asked,
         "store_partitions": dict(sorted(reply.store_partitions.items())),
+        # every instance holds these whole and answers them itself (not in store_partitions)
+        "global_stores": sorted(r.store for r in reply.store_routes if r.global_store),
         "instances": [{
             "instance_id": i.instance_id, "endpoint": i.endpoint, "state": i.state, "alive": i.alive,
             "heartbeat_age_ms": i.heartbeat_age_ms, "active_tasks": sorted(i.active_tasks),

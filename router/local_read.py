@@ -15,6 +15,8 @@ class Role(enum.StrEnum):
     ACTIVE = "ACTIVE"
     RESTORING = "RESTORING"
     STANDBY = "STANDBY"
+    #: this instance's copy of a global store (every instance holds it whole; partition 0)
+    GLOBAL = "GLOBAL"
 
 
 @dataclass(frozen=True)
@@ -34,14 +36,18 @@ class LocalReplica:
         return max(0, self.end_offset - self.position) if self.position >= 0 else 0
 
     def is_stale(self, instance_state: str) -> bool:
-        """Anything but an up-to-date active of a RUNNING instance may miss recent writes."""
+        """Anything but an up-to-date active of a RUNNING instance may miss recent writes; a global
+        store only when its global thread is behind its topic's end (a rebalance does not touch it)."""
+        if self.role is Role.GLOBAL:
+            return self.lag > 0
         return self.role is not Role.ACTIVE or instance_state != "RUNNING" or self.lag > 0 or self.catching_up
 
 
 def check_local_read(store: str, replica: LocalReplica, options: QueryOptions) -> None:
     """Raise UnavailableError if ``options`` forbid answering from ``replica``: a standby or a
     restoring replica without ``allow_stale``, a lag beyond ``max_lag``, a position short of the
-    bound."""
+    bound. A global store's copy is every instance's own (Kafka Streams answers it anywhere): only
+    ``max_lag`` and the bound apply."""
     p = replica.partition
     if not options.allow_stale:
         if replica.role is Role.STANDBY:

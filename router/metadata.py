@@ -50,7 +50,9 @@ class StorePartitionInfo:
 class StoreInfo:
     """What every instance knows of a store from its topology, published so that readers of the
     changelogs (the Spark snapshot job) need no flags: changelog topic ("" when not logged),
-    serde names, partitions (tasks)."""
+    serde names, partitions (tasks). A global store (InstanceInfo.global_stores names them) is
+    listed with no changelog and one partition: every instance answers a scan of partition 0 from
+    its whole copy."""
 
     store: str
     changelog: str
@@ -113,6 +115,9 @@ class InstanceInfo:
     #: every store of the topology (the same on every instance running it)
     store_catalog: tuple[StoreInfo, ...] = ()
     counters: InstanceCounters = field(default_factory=InstanceCounters)
+    #: the stores of ``store_catalog`` that are global (every instance holds them whole and
+    #: answers them locally); a field of its own, so readers older than it still parse the catalog
+    global_stores: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -125,11 +130,18 @@ class InstanceInfo:
         d["restoring_tasks"] = tuple(d.get("restoring_tasks", ()))
         d["acks"] = tuple(d.get("acks", ()))
         d["member_ids"] = tuple(d.get("member_ids", ()))
-        d["stores"] = tuple(StorePartitionInfo(**s) for s in d.get("stores", ()))
-        d["store_catalog"] = tuple(StoreInfo(**s) for s in d.get("store_catalog", ()))
+        d["stores"] = tuple(StorePartitionInfo(**_known(StorePartitionInfo, s)) for s in d.get("stores", ()))
+        d["store_catalog"] = tuple(StoreInfo(**_known(StoreInfo, s)) for s in d.get("store_catalog", ()))
+        d["global_stores"] = tuple(d.get("global_stores", ()))
         d["counters"] = InstanceCounters.from_dict(d.get("counters") or {})
         known = InstanceInfo.__dataclass_fields__
         return InstanceInfo(**{k: v for k, v in d.items() if k in known})  # a newer writer's fields: ignored
+
+
+def _known(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``d`` that dataclass ``cls`` has (a newer writer's extra fields: ignored)."""
+    known = cls.__dataclass_fields__
+    return {k: v for k, v in d.items() if k in known}
 
 
 @dataclass(frozen=True)

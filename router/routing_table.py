@@ -25,9 +25,10 @@ from router.task_id import TaskId
 class StoreRoute:
     store: str
     subtopology: int
-    partitions: int
+    partitions: int  # 0: a global store, asked of any instance
     key_serde: str
     value_serde: str
+    global_store: bool = False
 
 
 class FrozenView(ClusterView):
@@ -60,9 +61,10 @@ class RoutingTable:
     def __init__(self, reply: pb.MetadataReply, fetched_at: float | None = None) -> None:
         self.asked = reply.asked
         self.fetched_at = time.monotonic() if fetched_at is None else fetched_at
-        self.stores = {r.store: StoreRoute(r.store, r.subtopology, r.partitions, r.key_serde, r.value_serde)
+        self.stores = {r.store: StoreRoute(r.store, r.subtopology, r.partitions, r.key_serde, r.value_serde,
+                                           r.global_store)
                        for r in reply.store_routes}
-        sub_of = {r.store: r.subtopology for r in self.stores.values()}
+        sub_of = {r.store: r.subtopology for r in self.stores.values() if not r.global_store}
         self.view = FrozenView({i.instance_id for i in reply.instances if i.alive})
         for i in reply.instances:
             stores = tuple(StorePartitionInfo(s.store, s.partition, s.role, s.position, s.end_offset,
@@ -81,11 +83,17 @@ class RoutingTable:
         """Endpoints of the live instances."""
         return [i.endpoint for i in self.view.instances() if self.view.is_alive(i) and i.endpoint]
 
+    def is_global(self, store: str) -> bool:
+        """``store`` is global: any instance answers it from its own copy."""
+        route = self.stores.get(store)
+        return route is not None and route.global_store
+
     def task_of(self, store: str, key: Any) -> TaskId | None:
         """The task holding ``key`` (text parsed with the store's key serde, bytes as serialized,
         anything else as its JSON text); None when the table cannot tell (unknown store, a
         custom serde the client does not know, a key the serde refuses or one too long to
-        query): the caller then lets an instance route, which answers with the precise error."""
+        query), and for a global store, which any instance answers itself: the caller then lets
+        an instance route, which answers with the precise error."""
         route = self.stores.get(store)
         if route is None or route.partitions <= 0:
             return None

@@ -32,6 +32,7 @@ from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
 from instance.runtime.task_manager import TaskManager
 from instance.state.cleanup import clean_unowned_task_dirs
+from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
 from router.echo import clip, echo
 from router.metadata import (
@@ -67,8 +68,8 @@ class LocalRead:
     found: bool
     value: Any
     partition: int
-    role: str          # ACTIVE | RESTORING | STANDBY
-    position: int      # changelog offset the replica reflects (-1: not logged)
+    role: str          # ACTIVE | RESTORING | STANDBY | GLOBAL
+    position: int      # changelog offset the replica reflects (-1: not logged); GLOBAL: see global_replica
     end_offset: int
     catching_up: bool = False  # active, reprocessing input its previous owner had processed
 
@@ -293,6 +294,7 @@ class KafkaStreams:
             member_ids=tuple(t.member_id for t in self.threads if t.member_id),
             store_catalog=self._store_catalog(),
             counters=self._counters(),
+            global_stores=tuple(sorted(self.topology.global_stores)),
         )
 
     def _counters(self) -> InstanceCounters:
@@ -304,13 +306,16 @@ class KafkaStreams:
                                           dropped)
 
     def _store_catalog(self) -> tuple[StoreInfo, ...]:
+        """Every store; a global one with no changelog and one partition (see StoreInfo)."""
         if self.layout is None:
             return ()
         specs, layout = self.topology.stores, self.layout
-        return tuple(sorted((StoreInfo(name, layout.changelogs.get(name, ""), specs[name].key_serde.name,
-                                       specs[name].value_serde.name, layout.tasks_per_subtopology[st.id])
-                             for st in self.topology.subtopologies() for name in st.stores if name in specs),
-                            key=lambda s: s.store))
+        local = (StoreInfo(name, layout.changelogs.get(name, ""), specs[name].key_serde.name,
+                           specs[name].value_serde.name, layout.tasks_per_subtopology[st.id])
+                 for st in self.topology.subtopologies() for name in st.stores if name in specs)
+        glob = (StoreInfo(name, "", g.spec.key_serde.name, g.spec.value_serde.name, 1)
+                for name, g in self.topology.global_stores.items())
+        return tuple(sorted((*local, *glob), key=lambda s: s.store))
 
     def _task_managers(self) -> list[TaskManager]:
         return [t.tasks for t in list(self.threads) if t.tasks is not None]
@@ -374,11 +379,31 @@ class KafkaStreams:
     def metadata_for_all_streams_clients(self) -> list[InstanceInfo]:
         return self.view.instances()
 
+    def is_global_store(self, store: str) -> bool:
+        """``store`` is a global store: every instance holds it whole and answers it locally."""
+        return store in self.topology.global_stores
+
+    def store_spec(self, store: str) -> StoreSpec:
+        """The spec of any store of the topology, global ones included."""
+        spec = self.topology.stores.get(store)
+        if spec is not None:
+            return spec
+        g = self.topology.global_stores.get(store)
+        if g is None:
+            raise self._unknown(store)
+        return g.spec
+
+    def _unknown(self, store: str) -> UnknownStateStoreException:
+        names = sorted([*self.topology.stores, *self.topology.global_stores])
+        return UnknownStateStoreException(f"unknown store {echo(store)}; this topology has {names}")
+
     def store_tasks(self, store: str) -> tuple[int, int]:
-        """(sub-topology, number of partitions) of ``store``: the tasks a scan of it covers."""
+        """(sub-topology, number of partitions) of ``store``: the tasks a scan of it covers. A
+        global store has none (ValueError: callers answer it with :meth:`global_replica`)."""
         if store not in self.topology.stores:
-            raise UnknownStateStoreException(
-                f"unknown store {echo(store)}; this topology has {sorted(self.topology.stores)}")
+            if self.is_global_store(store):
+                raise ValueError(f"store {store!r} is global: it has no partitions to route to")
+            raise self._unknown(store)
         if self.layout is None:
             raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
         st = self.topology.subtopology_of_store(store)
@@ -433,15 +458,49 @@ class KafkaStreams:
         raise InvalidStateStoreException(
             f"store {store!r} partition {partition} is not hosted on this instance (migrated?)")
 
+    def global_replica(self, store: str, read: Callable[[Any], Any] | None = None) -> tuple[Any, int, int]:
+        """This instance's copy of global store ``store`` for a query: (store, position, end
+        offset); with ``read``, ``read(store)`` instead of the store, read after the position is
+        taken (so the answer reflects at least that position). The position is the sum over the
+        store's topic partitions of the next offset applied; the end offset the sum of the ends
+        the global thread last saw (refreshed as it polls). Raises StreamsNotStartedException
+        before start() and while the global thread is still loading the store (UNAVAILABLE),
+        InvalidStateStoreException once the instance is shutting down or failed."""
+        g_store = self.topology.global_stores.get(store)
+        if g_store is None:
+            raise self._unknown(store)
+        if self.state is State.CREATED:
+            raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
+        if not self.state.is_running_or_rebalancing():
+            raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
+        g = self.global_thread
+        if g is None:
+            raise StreamsNotStartedException(
+                f"global store {store!r} is not queryable yet: the global thread is still loading it "
+                f"(instance state {self.state.name}); retry once the instance is RUNNING")
+        offsets = dict(g.state.changelog_offsets)  # written by the global thread: one C-level copy
+        # global_thread.py offers no public accessor for its reader's owner (the ends it saw)
+        ends = g.reader.progress(g._owner)
+        position = end = 0
+        for tp, pos in offsets.items():
+            if tp[0] == g_store.topic:
+                position += pos
+                end += max(pos, ends.get(tp, (pos, pos))[1])
+        kv = g.stores[store]
+        return (kv if read is None else read(kv)), position, end
+
+    def read_global(self, store: str, key: Any) -> LocalRead:
+        """Read ``key`` from this instance's copy of global store ``store`` (partition 0, role
+        GLOBAL; see :meth:`global_replica`)."""
+        value, position, end = self.global_replica(store, lambda kv: kv.query_get(key))
+        return LocalRead(value is not None, value, 0, "GLOBAL", position, end)
+
     def parse_key(self, store: str, text: str) -> Any:
-        if store not in self.topology.stores:
-            raise UnknownStateStoreException(
-                f"unknown store {echo(store)}; this topology has {sorted(self.topology.stores)}")
+        serde = self.store_spec(store).key_serde
         try:
-            return self.topology.stores[store].key_serde.parse(text)
+            return serde.parse(text)
         except Exception as e:
-            raise ValueError(f"key {echo(text)} is not a valid {self.topology.stores[store].key_serde.name} "
-                             f"key: {clip(str(e), 200)}") from e
+            raise ValueError(f"key {echo(text)} is not a valid {serde.name} key: {clip(str(e), 200)}") from e
 
 
 __all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse", "LocalRead"]

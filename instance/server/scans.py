@@ -62,8 +62,13 @@ class ScanService:
         parsed = parse_request(request, lambda text: self._key_bytes(request.store, text))
         query = parsed.query
         store = query.store
-        sub, n = streams.store_tasks(store)
-        spec = streams.topology.stores[store]
+        is_global = streams.is_global_store(store)
+        spec = streams.store_spec(store)  # raises for an unknown store
+        if is_global:
+            streams.global_replica(store)  # refused as a whole while the global thread loads it
+            sub, n = -1, 1  # the whole store is one partition, answered here
+        else:
+            sub, n = streams.store_tasks(store)
         if query.kind is ScanKind.MULTI_GET:
             for kb in query.keys:
                 self._check_key(store, kb)
@@ -77,6 +82,8 @@ class ScanService:
         local_state = streams.state.name
 
         def read(p: int) -> Page:
+            if is_global:
+                return self._read_global(parsed, after, limit, options)
             return router.route(store, TaskId(sub, p), options,
                                 lambda: self._read_local(parsed, after, p, limit, options),
                                 lambda endpoint: self._forward(endpoint, parsed, after, p, limit, time_remaining),
@@ -93,14 +100,14 @@ class ScanService:
     # -- parts ---------------------------------------------------------------------------------
     def _key_bytes(self, store: str, text: str) -> bytes:
         key = self.streams.parse_key(store, text)
-        kb = self.streams.topology.stores[store].key_serde.serialize(key)
+        kb = self.streams.store_spec(store).key_serde.serialize(key)
         if kb is None:
             raise ValueError("key must not be null")
         return kb
 
     def _check_key(self, store: str, kb: bytes) -> None:
         """A raw key must be a key of the store's serde (a MultiGet looks each one up)."""
-        serde = self.streams.topology.stores[store].key_serde
+        serde = self.streams.store_spec(store).key_serde
         try:
             serde.deserialize(kb)
         except Exception as e:
@@ -116,7 +123,7 @@ class ScanService:
         if bad:
             raise ValueError(f"partitions {bad} out of range: store {parsed.query.store!r} has {n}")
         wanted = set(named) if named else set(range(n))
-        if parsed.query.kind is ScanKind.MULTI_GET:
+        if parsed.query.kind is ScanKind.MULTI_GET and not self.streams.is_global_store(parsed.query.store):
             wanted &= {self.streams.key_bytes_partition(parsed.query.store, kb) for kb in parsed.query.keys}
         return sorted(wanted)
 
@@ -139,6 +146,23 @@ class ScanService:
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
                              streams.state.name)
         return PartitionPage(partition, entries, more, meta)
+
+    def _read_global(self, parsed: ParsedScan, after: bytes | None, limit: int, options: QueryOptions) -> Page:
+        """The page of a global store: from this instance's whole copy, as partition 0."""
+        streams = self.streams
+        store = parsed.query.store
+        kv, position, end = streams.global_replica(store)
+        replica = LocalReplica(Role.GLOBAL, 0, position, end)
+        check_local_read(store, replica, options)
+        spec = streams.store_spec(store)
+        try:
+            entries, more = read_page(kv, spec.key_serde, spec.value_serde, parsed.query, after, 0, limit,
+                                      parsed.scan.with_json, lambda kb: 0)
+        except InvalidStateStoreException as e:  # closed while we read (shutting down)
+            raise UnavailableError(UnavailableReason.NOT_AVAILABLE, str(e)) from e
+        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
+                             streams.state.name)
+        return PartitionPage(0, entries, more, meta)
 
     def _forward(self, endpoint: str, parsed: ParsedScan, after: bytes | None, partition: int, limit: int,
                  time_remaining: Callable[[], float | None]) -> Page:

@@ -23,6 +23,7 @@ from instance.server.status import to_status
 from instance.server.strict_handlers import strict_handler
 from instance.server.watch import WatchService
 from router.channels import ChannelPool
+from router.echo import echo
 from router.forward import forward_fetch, forward_get, hop_timeout
 from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import InstanceCounters
@@ -119,6 +120,8 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         if not store:
             raise ValueError("store must be given")
         check_query_key(request.raw_key or request.key)
+        if streams.is_global_store(store):
+            return self._get_global(request, slot)
         # the key is parsed, serialized and partitioned once per Get (the hot path)
         sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
         key_serde = streams.topology.stores[store].key_serde
@@ -152,17 +155,42 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return router.route(store, None if forwarded else TaskId(sub, partition), options, answer_local, forward,
                             forwarded=forwarded, local_state=streams.state.name)
 
+    def _get_global(self, request: pb.GetRequest, slot: QuerySlot) -> pb.GetReply:
+        """A Get of a global store: answered here from this instance's whole copy (every instance
+        holds one, as in Kafka Streams), never forwarded."""
+        store = request.store
+        serde = self.streams.store_spec(store).key_serde
+        if request.raw_key:
+            try:
+                key = serde.deserialize(request.raw_key)
+            except Exception as e:
+                raise ValueError(f"raw key {echo(request.raw_key)} is not a {serde.name} key: {e}") from None
+        else:
+            key = self.streams.parse_key(store, request.key)
+        if key is None:
+            raise ValueError("key must not be None")
+        reply = self._answer_local(store, key, 0, _options_of(request))
+        if request.forwarded:
+            slot.gets_routed += 1
+        else:
+            slot.gets_local += 1
+        return reply
+
     def _answer_local(self, store: str, key: Any, partition: int, options: QueryOptions) -> pb.GetReply:
+        """``key`` from this instance's replica of ``partition`` (a global store: its whole copy)."""
         streams = self.streams
-        try:
-            read = streams.read_local(store, key, partition)
-        except InvalidStateStoreException as e:
-            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
+        if streams.is_global_store(store):
+            read = streams.read_global(store, key)  # bootstrapping: StreamsNotStartedException (UNAVAILABLE)
+        else:
+            try:
+                read = streams.read_local(store, key, partition)
+            except InvalidStateStoreException as e:
+                raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
         replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
         check_local_read(store, replica, options)
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
                              streams.state.name)
-        spec = streams.topology.stores[store]
+        spec = streams.store_spec(store)
         reply = pb.GetReply(found=read.found, metadata=meta, value_serde=spec.value_serde.name)
         if read.found:
             reply.value_json = value_to_json(read.value)
@@ -189,6 +217,8 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             raise ValueError("store must be given")
         store = request.store
         spec = streams.topology.stores.get(store)
+        if spec is None and streams.is_global_store(store):
+            spec = streams.store_spec(store)  # a key-value store: refused just below
         kind = "window" if isinstance(request, pb.WindowFetchRequest) else "session"
         if spec is not None and spec.kind != kind:
             raise ValueError(f"store {store!r} is a {spec.kind} store, not a {kind} store")
@@ -259,6 +289,11 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                 out.store_routes.append(pb.StoreRoute(store=store, subtopology=st.id, partitions=n,
                                                       key_serde=spec.key_serde.name,
                                                       value_serde=spec.value_serde.name))
+            # partitions 0: a client (even one older than global_store) asks any instance
+            for store, g in streams.topology.global_stores.items():
+                out.store_routes.append(pb.StoreRoute(store=store, subtopology=-1, partitions=0, global_store=True,
+                                                      key_serde=g.spec.key_serde.name,
+                                                      value_serde=g.spec.value_serde.name))
         return out
 
 

@@ -109,6 +109,10 @@ _INSTANCE = _obj(["instance_id", "endpoint", "state", "alive", "heartbeat_age_ms
 _REPLICA = {**_obj(["instance_id", "role", "position", "lag"], instance_id={"type": "string"},
                    role={"type": "string"}, position=_INT64, end_offset=_INT64, lag=_INT64)}
 _STORE_INFO = _obj(["store", "partitions", "replicas"], store={"type": "string"}, partitions={"type": "integer"},
+                   **{"global": {"type": "boolean", "description": "every instance holds the store whole and "
+                                 "answers it from its own copy (GlobalKTable); replicas is then empty"}},
+                   instances={"type": "array", "items": {"type": "string"},
+                              "description": "a global store: the live instances holding it"},
                    replicas={"type": "array", "items": _obj(
                        ["partition", "active", "standbys"], partition={"type": "integer"},
                        active={"anyOf": [_ref("Replica"), {"type": "null"}]},

@@ -55,8 +55,10 @@ def answered(counters: dict[str, Any]) -> int:
 
 
 def store_replicas(md: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per store and partition: the live active and the standbys with their position and lag."""
-    out = []
+    """Per store and partition: the live active and the standbys with their position and lag. A
+    global store (``"global": true``) has one partition and every live instance answers it from
+    its own copy (``instances``)."""
+    out: list[dict[str, Any]] = []
     for store, n in md["store_partitions"].items():
         parts: list[dict[str, Any]] = [{"partition": p, "active": None, "standbys": []} for p in range(n)]
         for inst in md["instances"]:
@@ -72,8 +74,11 @@ def store_replicas(md: dict[str, Any]) -> list[dict[str, Any]]:
                     slot["active"] = replica
                 else:
                     slot["standbys"].append(replica)
-        out.append({"store": store, "partitions": n, "replicas": parts})
-    return out
+        out.append({"store": store, "partitions": n, "global": False, "replicas": parts})
+    live = [i["instance_id"] for i in md["instances"] if i["alive"]]
+    for store in md.get("global_stores", ()):
+        out.append({"store": store, "partitions": 1, "global": True, "replicas": [], "instances": live})
+    return sorted(out, key=lambda s: s["store"])
 
 
 @dataclass

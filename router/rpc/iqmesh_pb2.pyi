@@ -309,18 +309,20 @@ class InstanceMetadata(_message.Message):
     def __init__(self, instance_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., state: _Optional[str] = ..., heartbeat_age_ms: _Optional[int] = ..., alive: _Optional[bool] = ..., active_tasks: _Optional[_Iterable[str]] = ..., standby_tasks: _Optional[_Iterable[str]] = ..., restoring_tasks: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[_Union[StorePartition, _Mapping]]] = ..., assigned_at_ms: _Optional[int] = ..., counters: _Optional[_Union[InstanceCounters, _Mapping]] = ...) -> None: ...
 
 class StoreRoute(_message.Message):
-    __slots__ = ("store", "subtopology", "partitions", "key_serde", "value_serde")
+    __slots__ = ("store", "subtopology", "partitions", "key_serde", "value_serde", "global_store")
     STORE_FIELD_NUMBER: _ClassVar[int]
     SUBTOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     KEY_SERDE_FIELD_NUMBER: _ClassVar[int]
     VALUE_SERDE_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_STORE_FIELD_NUMBER: _ClassVar[int]
     store: str
     subtopology: int
     partitions: int
     key_serde: str
     value_serde: str
-    def __init__(self, store: _Optional[str] = ..., subtopology: _Optional[int] = ..., partitions: _Optional[int] = ..., key_serde: _Optional[str] = ..., value_serde: _Optional[str] = ...) -> None: ...
+    global_store: bool
+    def __init__(self, store: _Optional[str] = ..., subtopology: _Optional[int] = ..., partitions: _Optional[int] = ..., key_serde: _Optional[str] = ..., value_serde: _Optional[str] = ..., global_store: _Optional[bool] = ...) -> None: ...
 
 class MetadataReply(_message.Message):
     __slots__ = ("asked", "instances", "store_partitions", "store_routes")
