@@ -380,8 +380,14 @@ class StreamTask:
         return source_offsets.encode(positions.items()) if positions else None
 
     def flush(self) -> None:
-        """Commit step one: flush caches (forwarding downstream) and stores."""
-        self.state.flush()
+        """Commit step one: flush caches (forwarding downstream) and stores. No input record is
+        being processed meanwhile: the record context says so (for the handlers)."""
+        rc = self.record
+        topic, msg, rc.topic, rc.msg = rc.topic, rc.msg, None, None
+        try:
+            self.state.flush()
+        finally:
+            rc.topic, rc.msg = topic, msg
 
     def close(self, checkpoint: bool = False) -> None:
         """Close processors and stores, release the task directory; ``checkpoint`` after a commit

@@ -224,6 +224,11 @@ class ProcessorContext:
         """Ask for a commit as soon as possible (after the current record)."""
         self._require_task().commit_requested = True
 
+    @property
+    def task(self) -> StreamTask | None:
+        """The task this node runs in (None in a global store's processor)."""
+        return self._task
+
     def _require_task(self) -> StreamTask:
         if self._task is None:
             from instance.errors import IllegalStateException

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from instance.errors import StreamsException
 from instance.state.change import Change
 from instance.state.typed_store import new_change
-from instance.topology.processor import BaseProcessor, ProcessorContext
+from instance.topology.processor import BaseProcessor, ProcessorContext, Record
 
 
 class FilterProcessor(BaseProcessor):
@@ -123,14 +124,25 @@ class OldValues:
 def forward_store_changes(context: ProcessorContext, store: Any, old_values: OldValues | None) -> None:
     """Make ``store``'s flush listener forward ``(key, Change(new, old), timestamp)`` to the
     node's children: at once without caching, on cache flush with it; ``old`` is None unless
-    ``old_values`` is enabled."""
+    ``old_values`` is enabled.
+
+    A child that raises goes to ``processing.exception.handler`` here, one change at a time, as
+    Kafka Streams' processor nodes handle it where it happens: a cache flush at commit then
+    forwards the other keys of the batch when the handler continues (the context names no input
+    record: the flush is not part of processing one)."""
     forward = context.forward
-    if old_values is not None and old_values.enabled:
-        store.set_flush_listener(forward)
-        return
+    send_old = old_values is not None and old_values.enabled
+    task = context.task
 
     def on_change(key: Any, change: Change, timestamp: int) -> None:
-        forward(key, new_change(Change, (change.new_value, None)), timestamp)
+        try:
+            forward(key, change if send_old else new_change(Change, (change.new_value, None)), timestamp)
+        except StreamsException:
+            raise
+        except Exception as e:
+            if task is None:
+                raise
+            task.processing_error(e, Record(key, change, timestamp, context.record.current_headers()))
 
     store.set_flush_listener(on_change)
 

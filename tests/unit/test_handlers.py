@@ -38,6 +38,7 @@ from instance.testing import TopologyTestDriver
 from instance.topology import (
     BaseProcessor,
     ContextualProcessor,
+    Materialized,
     ProcessorContext,
     PunctuationType,
     Record,
@@ -390,3 +391,39 @@ def test_a_global_record_that_does_not_deserialize_is_skipped_and_dead_lettered(
         rec = d.create_output_topic("dlq", B, B).read_record()
     assert (rec.key, rec.value, rec.timestamp) == (b"b", BAD, 7)
     assert (_headers(rec)[HEADER_TOPIC], _headers(rec)[HEADER_OFFSET]) == (b"names", b"1")
+
+
+def _cached_table_topology() -> StreamsBuilder:
+    """A cached table whose downstream map_values fails on one value."""
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+
+    def upper(v: str) -> str:
+        if v == "boom":
+            raise ValueError("cannot map boom")
+        return v.upper()
+    b.table("t", Materialized(name="t", caching_enabled=True)).map_values(upper).to_stream().to("out")
+    return b
+
+
+def _pipe_then_commit(d: TopologyTestDriver, records: list[tuple[bytes, bytes]]) -> None:
+    """Several records processed before one commit, so one cache flush forwards them all."""
+    from instance.testing.driver import _Msg
+    task = d.tasks[0]
+    task.add_records("t", [_Msg("t", 0, i, i, k, v) for i, (k, v) in enumerate(records)])
+    task.process()
+    d._commit()
+
+
+def test_a_failure_downstream_of_a_cache_flush_goes_to_the_processing_handler() -> None:
+    """KIP-1033 covers the changes a cache flush forwards at commit: with log-and-continue the
+    failing change is dropped and the rest of the flush still reaches downstream."""
+    with _driver(_cached_table_topology().build(), **{"processing.exception.handler": "log-and-continue"}) as d:
+        _pipe_then_commit(d, [(b"a", b"x"), (b"b", b"boom"), (b"c", b"z")])
+        assert d.create_output_topic("out", S, S).read_key_values_to_list() == [("a", "X"), ("c", "Z")]
+        assert d.errors.dropped["processing-error"] == 1
+
+
+def test_a_failure_downstream_of_a_cache_flush_fails_by_default_naming_no_input_record() -> None:
+    with _driver(_cached_table_topology().build()) as d, pytest.raises(ProcessingException) as e:
+        _pipe_then_commit(d, [(b"a", b"x"), (b"b", b"boom")])
+    assert "no input record" in str(e.value) and "KTABLE-MAPVALUES" in str(e.value)
