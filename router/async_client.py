@@ -22,6 +22,7 @@ from router.client_core import (
     ScanMethods,
     WindowsResult,
     get_request,
+    global_exhausted,
     is_retryable,
     is_unreachable,
     needs_refresh,
@@ -78,7 +79,9 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
             table = await self._fresh_table(deadline)
             task = table.task_of(store, key) if table is not None and options is not None else None
             try:
-                if table is None or task is None or options is None:
+                if table is not None and table.is_global(store):
+                    reply = await self._ask_global(store, request, table, deadline)
+                elif table is None or task is None or options is None:
                     reply, _ = await self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
                 else:
                     router = QueryRouter(table.view, None)
@@ -119,6 +122,27 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
                     raise
                 refused.append(r.reason)
         raise QueryRouter.exhausted(store, task, refused + skipped, tried)
+
+    async def _ask_global(self, store: str, request: pb.GetRequest, table: RoutingTable,
+                          deadline: Deadline) -> pb.GetReply:
+        """As QueryClient._ask_global: the first instance that answers from its own copy."""
+        direct = pb.GetRequest()
+        direct.CopyFrom(request)
+        direct.forwarded = True  # answer or refuse; never passed on
+        refused: list[UnavailableError] = []
+        endpoints = self._entries.order(table)
+        for endpoint in endpoints:
+            try:
+                reply: pb.GetReply = await self._pool.stub(endpoint).Get(direct, timeout=deadline.attempt_timeout(True))
+            except grpc.RpcError as e:
+                r = refusal(endpoint, e)
+                if r is None:
+                    raise
+                refused.append(r)
+                continue
+            self._entries.answered(endpoint)
+            return reply
+        raise global_exhausted(store, refused, endpoints)
 
     # -- window and session stores: asked of an entry instance, which routes the key ------------
     async def window_fetch(self, store: str, key: str, time_from: int, time_to: int, allow_stale: bool = False,

@@ -24,6 +24,7 @@ from router.client_core import (
     ScanMethods,
     WindowsResult,
     get_request,
+    global_exhausted,
     is_retryable,
     is_unreachable,
     key_message,
@@ -90,7 +91,9 @@ class QueryClient(ScanMethods[Scan]):
             table = self._fresh_table(deadline)
             task = table.task_of(store, key) if table is not None and options is not None else None
             try:
-                if table is None or task is None or options is None:
+                if table is not None and table.is_global(store):
+                    reply = self._ask_global(store, request, table, deadline)
+                elif table is None or task is None or options is None:
                     reply, _ = self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
                 else:
                     def ask(endpoint: str) -> pb.GetReply:
@@ -159,6 +162,21 @@ class QueryClient(ScanMethods[Scan]):
         return self._table
 
     # -- parts ---------------------------------------------------------------------------------
+    def _ask_global(self, store: str, request: pb.GetRequest, table: RoutingTable, deadline: Deadline) -> pb.GetReply:
+        """A Get of a global store: the first instance that answers from its own copy (entry
+        order); one still loading it, or unreachable, passes to the next."""
+        refused: list[UnavailableError] = []
+        endpoints = self._entries.order(table)
+        for endpoint in endpoints:
+            try:
+                reply = ask_get(self._pool, endpoint, request, deadline.attempt_timeout(True))
+            except UnavailableError as e:
+                refused.append(e)
+                continue
+            self._entries.answered(endpoint)
+            return reply
+        raise global_exhausted(store, refused, endpoints)
+
     def _fresh_table(self, deadline: Deadline) -> RoutingTable | None:
         """The table, fetched again first when missing, too old or marked stale by a routing
         failure (by one thread; the others use what it fetched). An unreachable cluster leaves

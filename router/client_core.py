@@ -247,6 +247,13 @@ def unavailable(e: UnavailableError) -> ClientError:
     return ClientError(grpc.StatusCode.UNAVAILABLE, f"{e.reason.name}: {e}{tried}")
 
 
+def global_exhausted(store: str, refused: list[UnavailableError], tried: list[str]) -> UnavailableError:
+    """The error when none of the endpoints ``tried`` answered a Get of global store ``store``."""
+    detail = "; ".join(str(e) for e in refused[:3]) or "no instance known"
+    return UnavailableError(UnavailableReason.most_relevant(e.reason for e in refused),
+                            f"no instance could answer global store {store!r}: {detail}", tried=tried)
+
+
 def is_unreachable(e: grpc.RpcError) -> bool:
     """The transport failed (connection refused, reset, no answer in time), as opposed to an
     instance answering with a status."""

@@ -97,6 +97,9 @@ def plan_watch(streams: KafkaStreams, request: pb.WatchRequest) -> tuple[WatchPl
     if not request.store:
         raise ValueError("store must be given")
     store = request.store
+    if streams.is_global_store(store):
+        raise StoreNotLoggedException(f"store {store!r} is a global store: it has no changelog of its own, so its "
+                                      f"changes cannot be watched (read its source topic instead)")
     sub, n = streams.store_tasks(store)  # raises for an unknown store / not started
     spec = streams.topology.stores[store]
     assert streams.layout is not None  # store_tasks checked
