@@ -11,6 +11,8 @@ stream time closes it (``on_window_close``).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -135,6 +137,13 @@ class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
         self.merger = merger
         self.emit_on_close = emit_on_close
 
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        #: (end, key bytes, start, seq, key) of sessions that may still close (None: not read yet)
+        self._closing: list[tuple[int, bytes, int, int, Any]] | None = None
+        self._seq = itertools.count()
+        self._kb = self.store.spec.key_serde.serialize
+
     def _window(self, typed_key: Any) -> Any:
         return SessionWindow(typed_key[1], typed_key[2])
 
@@ -165,18 +174,38 @@ class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
         agg = self.aggregator(key, value, agg)
         store.put(Windowed(key, SessionWindow(start, end)), agg)
         if self.emit_on_close:
+            if self._closing is not None:
+                heapq.heappush(self._closing, (end, self._kb(key), start, next(self._seq), key))
             self._emit_closed(close_time)
 
     def _emit_closed(self, close_time: int) -> None:
-        """Sessions whose end passed ``close_time`` since the last emit, oldest first."""
+        """Sessions whose end passed ``close_time`` since the last emit, by end, key, start.
+
+        Which sessions may close next is kept in a heap by end (every session put since the
+        first emit; that one reads the store once), so an emit costs the sessions it closes,
+        not a scan of the store per record. A session merged away meanwhile is no longer in the
+        store and is skipped."""
         if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
             return
         lower = self._last_emit_close
-        fwd = self._fwd
-        for session, agg in self.store.all():
-            end = session.window.end
-            if lower <= end < close_time and agg is not None:
-                fwd(session, Change(agg, None), end)
+        closing = self._closing
+        if closing is None:
+            seq = self._seq
+            closing = [(s.window.end, self._kb(s.key), s.window.start, next(seq), s.key)
+                       for s, _ in self.store.all()]
+            heapq.heapify(closing)
+            self._closing = closing
+        fwd, fetch = self._fwd, self.store.fetch_session
+        last = None
+        while closing and closing[0][0] < close_time:
+            entry = heapq.heappop(closing)
+            end, _, start, _, key = entry
+            if end < lower or entry[:3] == last:  # emitted before, or put more than once
+                continue
+            last = entry[:3]
+            agg = fetch(key, start, end)
+            if agg is not None:
+                fwd(Windowed(key, SessionWindow(start, end)), Change(agg, None), end)
         self._last_emit_close = close_time
 
 

@@ -369,3 +369,47 @@ def test_hopping_emit_on_close_forwards_each_window_once() -> None:
         assert out[1:] == [(_tw("a", 5, 15), 2, 12)]
         t.pipe_input("b", "x", 25)
         assert out[2:] == [(_tw("a", 10, 20), 2, 16), (_tw("a", 15, 25), 1, 16)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_session_emit_on_close_matches_a_model_with_merges_and_out_of_order_records(seed: int) -> None:
+    """Every session that closes is emitted once, with its final count, ordered by end then key;
+    sessions merged away are never emitted (the emit reads only the sessions that may close)."""
+    import random
+    rnd = random.Random(seed)
+    gap, grace = 5, 3
+    b = StreamsBuilder(S, S)
+    out: list[tuple[Any, Any, int]] = []
+    (b.stream("in").group_by_key()
+     .windowed_by(SessionWindows.of_inactivity_gap_and_grace(gap, grace)).emit_strategy(EmitStrategy.on_window_close())
+     .count(Materialized(name="s")).to_stream().process(lambda: _Capture(out)))
+    records = []
+    t = 0
+    for _ in range(400):
+        t += rnd.choice([0, 1, 2, 7])
+        records.append((rnd.choice("abcde"), max(0, t - rnd.choice([0, 0, 0, 2, 4]))))
+    # the model: sessions per key from the records not dropped as late, merged within the gap
+    sessions: dict[str, list[list[int]]] = {}
+    stream_time = -1
+    emitted: list[tuple[int, str, int, int]] = []
+    closed_upto = -1
+    for k, ts in records:
+        stream_time = max(stream_time, ts)
+        close = stream_time - gap - grace
+        mine = sessions.setdefault(k, [])
+        near = [s for s in mine if s[1] >= ts - gap and s[0] <= ts + gap]
+        start, end = min([ts] + [s[0] for s in near]), max([ts] + [s[1] for s in near])
+        if end >= close:
+            for s in near:
+                mine.remove(s)
+            mine.append([start, end, 1 + sum(s[2] for s in near)])
+        if close > closed_upto:
+            emitted += sorted((s[1], key, s[0], s[2]) for key, ss in sessions.items() for s in ss
+                              if closed_upto <= s[1] < close)
+            closed_upto = close
+    with TopologyTestDriver(b.build()) as d:
+        inp = d.create_input_topic("in", S, S)
+        for k, ts in records:
+            inp.pipe_input(k, "x", ts)
+    assert [(w.window.end, w.key, w.window.start, n) for w, n, _ in out] == emitted
+    assert len(emitted) > 20
