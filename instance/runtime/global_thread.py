@@ -73,6 +73,10 @@ class GlobalStreamThread(threading.Thread):
     def stores(self) -> dict[str, KeyValueStore]:
         return self.state.stores
 
+    def progress(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(position, end offset) of every global topic partition (safe from query threads)."""
+        return self.reader.progress(self._owner)
+
     def _send_dead_letter(self, topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int,
                           headers: Any) -> None:
         """Dead-letter records of the global topics (a producer made on the first one)."""

@@ -302,6 +302,8 @@ class KafkaStreams:
         dropped: collections.Counter[str] = collections.Counter()
         for t in threads:
             dropped.update(t.dropped_records())
+        if self.global_thread is not None:  # global records the deserialization handler skipped
+            dropped.update(self.global_thread.errors.dropped)
         return self.query_counters.totals(self._processed_by_gone_threads + sum(t.processed for t in threads),
                                           dropped)
 
@@ -480,7 +482,7 @@ class KafkaStreams:
                 f"(instance state {self.state.name}); retry once the instance is RUNNING")
         offsets = dict(g.state.changelog_offsets)  # written by the global thread: one C-level copy
         # global_thread.py offers no public accessor for its reader's owner (the ends it saw)
-        ends = g.reader.progress(g._owner)
+        ends = g.progress()
         position = end = 0
         for tp, pos in offsets.items():
             if tp[0] == g_store.topic:
