@@ -120,10 +120,12 @@ class WindowStore(WindowedStoreBase):
             value = (value, ts)
         self._put_typed((key, window_start, seq), value, ts)
 
-    def fetch_timestamped(self, key: Any, window_start: int) -> Any:
+    def fetch_timestamped(self, key: Any, window_start: int, include_expired: bool = False) -> Any:
         """The stored ``(value, timestamp)`` (timestamped stores) or value of one window, or None;
-        read through the cache (the processors' path)."""
-        if self._expired(window_start):
+        read through the cache (the processors' path). ``include_expired``: also a window
+        retention passed whose segment is still there (emit-on-close reads a window right after
+        it closes, which can be when it expires)."""
+        if not include_expired and self._expired(window_start):
             return None
         return self._get((key, window_start, 0))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from instance.serde.windowed import SessionWindow, TimeWindow, Windowed
@@ -24,6 +24,39 @@ from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindow
 Initializer = Callable[[], Any]
 Aggregator = Callable[[Any, Any, Any], Any]
 Merger = Callable[[Any, Any, Any], Any]
+
+
+class _Closing:
+    """Windows that may still close, by end: emit-on-close pops those stream time closed
+    instead of scanning the store on every record. Filled from the store on first use (after a
+    restart it holds what was restored), then fed by every put; a window a put replaced or a
+    merge removed is checked against the store when it pops."""
+
+    def __init__(self, key_bytes: Callable[[Any], bytes | None]) -> None:
+        self._kb = key_bytes
+        self._heap: list[tuple[int, bytes | None, int, int, Any]] | None = None
+        self._seq = itertools.count()
+
+    def add(self, key: Any, start: int, end: int) -> None:
+        if self._heap is not None:
+            heapq.heappush(self._heap, (end, self._kb(key), start, next(self._seq), key))
+
+    def closed(self, lower: int, close_time: int, stored: Callable[[], Iterable[tuple[Any, int, int]]]
+               ) -> Iterator[tuple[Any, int, int]]:
+        """``(key, start, end)`` of each window with ``lower <= end < close_time``, once, by end,
+        key bytes, start; ``stored()`` lists the store's windows the first time."""
+        heap = self._heap
+        if heap is None:
+            seq, kb = self._seq, self._kb
+            heap = self._heap = [(end, kb(key), start, next(seq), key) for key, start, end in stored()]
+            heapq.heapify(heap)
+        last = None
+        while heap and heap[0][0] < close_time:
+            entry = heapq.heappop(heap)
+            if entry[0] < lower or entry[:3] == last:  # emitted before, or put more than once
+                continue
+            last = entry[:3]
+            yield entry[4], entry[2], entry[0]
 
 
 class _WindowedAggregateProcessor(BaseProcessor):
@@ -39,6 +72,7 @@ class _WindowedAggregateProcessor(BaseProcessor):
         self.observed_stream_time = -1
         self.dropped_records = 0
         self._last_emit_close = -1
+        self._closing = _Closing(self.store.spec.key_serde.serialize)
         self._fwd = context.forward
         self.store.set_flush_listener(None if self.emit_on_close else self._on_change)
 
@@ -137,12 +171,6 @@ class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
         self.merger = merger
         self.emit_on_close = emit_on_close
 
-    def init(self, context: ProcessorContext) -> None:
-        super().init(context)
-        #: (end, key bytes, start, seq, key) of sessions that may still close (None: not read yet)
-        self._closing: list[tuple[int, bytes, int, int, Any]] | None = None
-        self._seq = itertools.count()
-        self._kb = self.store.spec.key_serde.serialize
 
     def _window(self, typed_key: Any) -> Any:
         return SessionWindow(typed_key[1], typed_key[2])
@@ -174,35 +202,19 @@ class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
         agg = self.aggregator(key, value, agg)
         store.put(Windowed(key, SessionWindow(start, end)), agg)
         if self.emit_on_close:
-            if self._closing is not None:
-                heapq.heappush(self._closing, (end, self._kb(key), start, next(self._seq), key))
+            self._closing.add(key, start, end)
             self._emit_closed(close_time)
 
     def _emit_closed(self, close_time: int) -> None:
-        """Sessions whose end passed ``close_time`` since the last emit, by end, key, start.
-
-        Which sessions may close next is kept in a heap by end (every session put since the
-        first emit; that one reads the store once), so an emit costs the sessions it closes,
-        not a scan of the store per record. A session merged away meanwhile is no longer in the
-        store and is skipped."""
+        """Sessions whose end passed ``close_time`` since the last emit, by end, key, start
+        (a session merged away meanwhile is no longer in the store: skipped)."""
         if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
             return
-        lower = self._last_emit_close
-        closing = self._closing
-        if closing is None:
-            seq = self._seq
-            closing = [(s.window.end, self._kb(s.key), s.window.start, next(seq), s.key)
-                       for s, _ in self.store.all()]
-            heapq.heapify(closing)
-            self._closing = closing
         fwd, fetch = self._fwd, self.store.fetch_session
-        last = None
-        while closing and closing[0][0] < close_time:
-            entry = heapq.heappop(closing)
-            end, _, start, _, key = entry
-            if end < lower or entry[:3] == last:  # emitted before, or put more than once
-                continue
-            last = entry[:3]
+
+        def stored() -> Iterator[tuple[Any, int, int]]:
+            return ((s.key, s.window.start, s.window.end) for s, _ in self.store.all())
+        for key, start, end in self._closing.closed(self._last_emit_close, close_time, stored):
             agg = fetch(key, start, end)
             if agg is not None:
                 fwd(Windowed(key, SessionWindow(start, end)), Change(agg, None), end)
@@ -239,20 +251,27 @@ class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
             self._process_early(key, value, ts, close_time)
         else:
             self._process(key, value, ts, close_time)
-        if self.emit_on_close:  # windows ``[start, end]`` close when ``end < close_time``
-            last = self._last_emit_close
-            self._emit_closed(close_time, 0 if last < 0 else max(0, last - diff), close_time - diff - 1)
+        if self.emit_on_close:
+            self._emit_closed(close_time)
 
-    def _emit_closed(self, close_time: int, lower: int, upper: int) -> None:
+    def _emit_closed(self, close_time: int) -> None:
         """``on_window_close``: forward every window stream time closed since the last emit
-        (starts in ``[lower, upper]``), with the timestamp of its latest record."""
+        (windows ``[start, end]`` close when ``end < close_time``), with the timestamp of its
+        latest record."""
         if self._last_emit_close >= 0 and self._last_emit_close >= close_time:
             return
-        if upper < 0:  # no window has closed yet
+        diff = self.size_ms
+        if close_time - diff - 1 < 0:  # no window has closed yet
             return
-        fwd = self._fwd
-        for windowed, vt in self.store.fetch_all_timestamped(lower, upper):
-            fwd(windowed, Change(vt[0], None), vt[1])
+        fwd, fetch = self._fwd, self.store.fetch_timestamped
+
+        def stored() -> Iterator[tuple[Any, int, int]]:
+            return ((w.key, w.window.start, w.window.start + diff)
+                    for w, _ in self.store.fetch_all_timestamped(0, 2**63 - 1))
+        for key, start, _ in self._closing.closed(self._last_emit_close, close_time, stored):
+            vt = fetch(key, start, True)
+            if vt is not None:
+                fwd(Windowed(key, TimeWindow(start, start + diff)), Change(vt[0], None), vt[1])
         self._last_emit_close = close_time
 
     def _process(self, key: Any, value: Any, ts: int, close_time: int) -> None:
@@ -324,7 +343,11 @@ class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
         old_agg, old_ts = vt
         new_ts = ts if old_agg is None else max(ts, old_ts)
         self.store.put(key, self.aggregator(key, value, old_agg), start, new_ts)
+        if self.emit_on_close:
+            self._closing.add(key, start, start + self.size_ms)
 
     def _create_right(self, key: Any, ts: int, right_agg: Any) -> None:
         """This record's right window: the later records' aggregate, without this record."""
         self.store.put(key, right_agg[0], ts + 1, right_agg[1])
+        if self.emit_on_close:
+            self._closing.add(key, ts + 1, ts + 1 + self.size_ms)

@@ -413,3 +413,31 @@ def test_session_emit_on_close_matches_a_model_with_merges_and_out_of_order_reco
             inp.pipe_input(k, "x", ts)
     assert [(w.window.end, w.key, w.window.start, n) for w, n, _ in out] == emitted
     assert len(emitted) > 20
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_sliding_emit_on_close_emits_each_closed_window_once_with_its_final_value(seed: int) -> None:
+    """on_window_close forwards exactly the windows on_window_update ended with (late records
+    change nothing once a window closed), once each, by end then key, also when stream time
+    jumps past a window's close and its retention at once."""
+    import random
+    rnd = random.Random(seed)
+    diff, grace = 10, 5
+    records, t = [], 0
+    for _ in range(300):
+        t += rnd.choice([0, 1, 3, 8, 40])
+        records.append((rnd.choice("abcd"), str(len(records)), max(0, t - rnd.choice([0, 0, 2, 9]))))
+
+    def run(strategy: Any) -> list[tuple[Any, Any, int]]:
+        b = StreamsBuilder(S, S)
+        out: list[tuple[Any, Any, int]] = []
+        (b.stream("topic").group_by_key().windowed_by(SlidingWindows.of_time_difference_and_grace(diff, grace))
+         .emit_strategy(strategy).count(Materialized(name="w")).to_stream().process(lambda: _Capture(out)))
+        _run(b, records)
+        return out
+    on_close, on_update = run(EmitStrategy.on_window_close()), run(EmitStrategy.on_window_update())
+    close_time = max(ts for _, _, ts in records) - grace
+    final = {(w.key, w.window.start): (n, ts) for w, n, ts in on_update if n is not None}
+    expected = sorted((s + diff, k, s, n, ts) for (k, s), (n, ts) in final.items() if s + diff < close_time)
+    got = [(w.window.end, w.key, w.window.start, n, ts) for w, n, ts in on_close]
+    assert got == expected and len(got) > 30
