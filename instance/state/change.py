@@ -14,3 +14,11 @@ class Change(NamedTuple):
 
     new_value: Any
     old_value: Any
+
+
+class ValueAndTimestamp(NamedTuple):
+    """A timestamped store's value with the timestamp of its latest update (Kafka Streams'
+    ``ValueAndTimestamp``)."""
+
+    value: Any
+    timestamp: int

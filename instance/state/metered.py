@@ -36,7 +36,7 @@ class MeteredKeyValueStore:
     restore_batch: Callable[[Batch], None]
     #: timestamp_of(key) -> the timestamp of its latest put (timestamped stores; -1: none)
     timestamp_of: Callable[[Any], int]
-    #: get_with_timestamp(key) -> (value, timestamp) or None
+    #: get_with_timestamp(key) -> ValueAndTimestamp(value, timestamp) or None
     set_flush_listener: Callable[[FlushListener | None], None]
     position_with_unlogged: Callable[[Callable[[], int]], int]
 

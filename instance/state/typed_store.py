@@ -24,7 +24,7 @@ from operator import itemgetter
 from typing import Any
 
 from instance.state.bytes_store import BytesStore
-from instance.state.change import Change
+from instance.state.change import Change, ValueAndTimestamp
 from instance.state.change_logging import Batch, ChangeLoggingKeyValueStore
 from instance.state.spec import StoreSpec
 
@@ -130,10 +130,10 @@ class TypedStoreBase:
                 ts = _LONG.unpack_from(data)[0]
         return ts
 
-    def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
-        """``(value, timestamp)`` of ``key``, or None (Kafka Streams' ``ValueAndTimestamp``)."""
+    def get_with_timestamp(self, key: Any) -> ValueAndTimestamp | None:
+        """``ValueAndTimestamp(value, timestamp)`` of ``key``, or None."""
         v = self.get(key)
-        return None if v is None else (v, self.timestamp_of(key))
+        return None if v is None else new_change(ValueAndTimestamp, (v, self.timestamp_of(key)))
 
     def query_get(self, key: Any) -> Any:
         """A read from another thread (interactive queries): never changes the cache."""

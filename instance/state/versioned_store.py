@@ -17,6 +17,7 @@ from typing import Any
 
 from instance.errors import SerializationException
 from instance.serde.serdes import Serde
+from instance.state.change import ValueAndTimestamp
 
 #: one version: (valid from, value or None for a delete)
 Version = tuple[int, Any]
@@ -129,13 +130,13 @@ class VersionedKeyValueStore:
         history = self.store.get(key)
         return history[-1][1] if history else None
 
-    def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
-        """``(latest value, the timestamp it is valid from)``, or None."""
+    def get_with_timestamp(self, key: Any) -> ValueAndTimestamp | None:
+        """The latest value with the timestamp it is valid from, or None."""
         history = self.store.get(key)
         if not history or history[-1][1] is None:
             return None
         ts, value = history[-1]
-        return value, ts
+        return ValueAndTimestamp(value, ts)
 
     def get_as_of(self, key: Any, timestamp: int) -> Any:
         """The value valid at ``timestamp`` (None if none, deleted, or beyond the retention)."""

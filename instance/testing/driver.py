@@ -19,12 +19,31 @@ from instance.runtime.handlers import ErrorHandling
 from instance.runtime.task import StreamTask
 from instance.runtime.timestamps import timestamp_extractor
 from instance.serde import BytesSerde, Serde
+from instance.state.change import ValueAndTimestamp
 from instance.state.kv_store import KeyValueStore
 from instance.state.session_store import SessionStore
 from instance.state.window_store import WindowStore
 from instance.topology.processor import Headers
 from instance.topology.topology import Topology
 from router.task_id import TaskId
+
+
+class TimestampedKeyValueStoreView:
+    """``get`` / ``all`` of a timestamped store with ``ValueAndTimestamp`` values."""
+
+    def __init__(self, store: KeyValueStore) -> None:
+        self.name = store.name
+        self._store = store
+
+    def get(self, key: Any) -> ValueAndTimestamp | None:
+        return self._store.get_with_timestamp(key)
+
+    def all(self) -> list[tuple[Any, ValueAndTimestamp]]:
+        s = self._store
+        return [(k, ValueAndTimestamp(v, s.timestamp_of(k))) for k, v in s.all()]
+
+    def approximate_num_entries(self) -> int:
+        return self._store.approximate_num_entries()
 
 
 class _Msg:
@@ -198,6 +217,14 @@ class TopologyTestDriver:
         if not isinstance(store, WindowStore):
             raise StreamsException(f"store {name!r} is not a window store")
         return store
+
+    def get_timestamped_key_value_store(self, name: str) -> TimestampedKeyValueStoreView:
+        """A KTable's store read as Kafka Streams' ``TimestampedKeyValueStore``: values come as
+        ``ValueAndTimestamp(value, timestamp)``."""
+        store = self.get_key_value_store(name)
+        if not getattr(store.spec, "timestamped", False) or store.spec.windowed:
+            raise StreamsException(f"store {name!r} is not a timestamped key-value store")
+        return TimestampedKeyValueStoreView(store)
 
     def get_session_store(self, name: str) -> SessionStore:
         store = self.get_key_value_store(name)

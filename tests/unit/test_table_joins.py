@@ -13,7 +13,7 @@ import pytest
 from instance.errors import TopologyException
 from instance.runtime.internal_topics import plan
 from instance.serde import IntSerde, StringSerde
-from instance.state.change import Change
+from instance.state.change import Change, ValueAndTimestamp
 from instance.testing import TopologyTestDriver
 from instance.topology import Joined, KTable, Materialized, StreamsBuilder
 from instance.topology.table_processors import StreamTableJoinProcessor
@@ -277,6 +277,10 @@ def test_table_table_join_result_has_the_larger_timestamp_of_both_sides(kind: st
         def stamped() -> list[tuple[Any, Any]]:
             return [(r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
         steps = _scenario(d, stamped)
+        if materialized:  # the result's store keeps each result's timestamp
+            assert d.get_timestamped_key_value_store("joined").all() == {
+                "join": [], "left_join": [],
+                "outer_join": [(2, ValueAndTimestamp("null+YY2", 10)), (3, ValueAndTimestamp("null+YY3", 20))]}[kind]
     assert [[(k, v) for k, v, _ in step] for step in steps] == EXPECTED[kind]
     assert [[ts for _, _, ts in step] for step in steps] == EXPECTED_TIMESTAMPS[kind]
 
