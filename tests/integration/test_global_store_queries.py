@@ -7,9 +7,8 @@ gateway (a real ``iqmesh gateway`` process) reach it through any instance."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from router.client import QueryClient
 from router.metadata import InstanceInfo
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -36,16 +36,6 @@ S = StringSerde()
 STORE = "regions"
 KEYS = 240
 GLOBAL_PARTITIONS = 3
-
-
-def _wait(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.05)
 
 
 @dataclass
@@ -107,8 +97,8 @@ def cluster(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             nodes.append(Node(streams, server, endpoint, grpc.insecure_channel(endpoint)))
             streams.start()  # returns once the global store holds the whole topic
         # both instances see each other (the clients' routing tables list both)
-        _wait(lambda: all(len([i for i in n.streams.view.instances() if n.streams.view.is_alive(i)]) == 2
-                          for n in nodes), 60, "both instances in each other's view")
+        wait_until(lambda: all(len([i for i in n.streams.view.instances() if n.streams.view.is_alive(i)]) == 2
+                               for n in nodes), 60, "both instances in each other's view")
         yield GlobalCluster(nodes, truth, len(records), bootstrap, global_topic)
     finally:
         for node in nodes:
@@ -193,7 +183,7 @@ def test_updates_reach_every_copy(cluster: GlobalCluster) -> None:
         def seen(node: Node = node) -> bool:
             reply = node.stub.Get(pb.GetRequest(store=STORE, key="k0001"), timeout=5)
             return reply.value == b"updated" and reply.metadata.position == cluster.records + 1
-        _wait(seen, 20, f"{node.instance_id} to apply the update")
+        wait_until(seen, 20, f"{node.instance_id} to apply the update")
     cluster.truth["k0001"] = "updated"
     cluster.records += 1
 

@@ -5,10 +5,7 @@ topic has 3 partitions, the global topic 5): a global table needs no co-partitio
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
@@ -18,21 +15,12 @@ from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.states import State
 from instance.serde import StringSerde
 from instance.topology import StreamsBuilder
+from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
 S = StringSerde()
 ROWS = 3000
-
-
-def _wait(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_global_table_is_bootstrapped_before_processing(bootstrap: str, tmp_path: Path, unique: str) -> None:
@@ -66,15 +54,15 @@ def test_global_table_is_bootstrapped_before_processing(bootstrap: str, tmp_path
                     results[m.key().decode()] = m.value().decode()
             return len(results) >= ROWS
 
-        _wait(all_joined, 120, "every stream record joined")
+        wait_until(all_joined, 120, "every stream record joined")
         assert results == {f"s{i}": f"k{i}=v{i}" for i in range(ROWS)}  # no k=None: loaded first
 
         # an update of the topic reaches the store through the global thread
         produce(bootstrap, global_topic, [(b"k1", b"changed"), (b"new", b"row")])
-        _wait(lambda: store.query_get("k1") == "changed" and store.query_get("new") == "row", 60,
+        wait_until(lambda: store.query_get("k1") == "changed" and store.query_get("new") == "row", 60,
               "the global thread to apply updates")
         produce(bootstrap, stream_topic, [(b"late", b"new")])
-        _wait(lambda: (all_joined(), "late" in results)[1], 60, "the join of a new stream record")
+        wait_until(lambda: (all_joined(), "late" in results)[1], 60, "the join of a new stream record")
         assert results["late"] == "new=row"
         assert streams.state in (State.RUNNING, State.REBALANCING)
     finally:
