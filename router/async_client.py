@@ -45,6 +45,7 @@ from router.scan_wire import ScanRequest, method_of
 from router.security import NO_SECURITY, Security
 from router.task_id import TaskId
 from router.unavailable import UnavailableError, UnavailableReason
+from router.watch_client import AsyncEndpoints, AsyncWatch, watch_request
 
 T = TypeVar("T")
 
@@ -168,6 +169,15 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
         async def page(r: ScanRequest) -> list[pb.ScanReply]:
             return (await self._on_entry(lambda stub, t: read(stub, t, r), Deadline.within(self.timeout)))[0]
         return AsyncScan(page, request, page_size, limit, page_token)
+
+    def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
+              resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
+              timeout: float | None = None) -> AsyncWatch:
+        """As :meth:`router.client.QueryClient.watch`, iterated with ``async for``."""
+        req = watch_request(store, key, prefix, all_keys, resume_token, from_beginning, with_json)
+        stub = self._pool.stub
+        return AsyncWatch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
+                          AsyncEndpoints(stub, list(self.seeds), self.timeout), req, timeout)
 
     async def metadata(self) -> pb.MetadataReply:
         reply, _ = await self._on_entry(lambda stub, t: stub.Metadata(pb.MetadataRequest(), timeout=t),

@@ -27,7 +27,6 @@ from router.client_core import (
     global_exhausted,
     is_retryable,
     is_unreachable,
-    key_message,
     metadata_to_dict,
     needs_refresh,
     never_local,
@@ -142,9 +141,7 @@ class QueryClient(ScanMethods[Scan]):
               timeout: float | None = None) -> Watch:
         """The committed changes of one key, a prefix or every key of ``store`` as they happen
         (router/watch_client.py); ``timeout``: stop after that many seconds (None: never)."""
-        req = watch_request(store, None if key is None else key_message(key),
-                            None if prefix is None else key_message(prefix), all_keys, resume_token, from_beginning,
-                            with_json)
+        req = watch_request(store, key, prefix, all_keys, resume_token, from_beginning, with_json)
         stub = self._pool.stub
         return Watch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
                      Endpoints(stub, list(self.seeds), self.timeout), req, timeout)

@@ -9,13 +9,15 @@ and yields a :class:`RoutingChange` saying so.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
+from router.client_core import KeyArg, key_message
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_pages import decode_serde
 
@@ -61,16 +63,11 @@ WatchItem = Change | RoutingChange
 OpenCall = Callable[[str, pb.WatchRequest, float | None], Any]
 
 
-class Watch:
-    """Iterating yields :class:`Change` and :class:`RoutingChange` items until ``timeout`` seconds
-    have passed (None: for ever), :meth:`close` is called, or an error the cluster answers
-    (NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION: ``grpc.RpcError``). If no instance can
-    serve it for ``reconnect_timeout`` seconds, the last error is raised."""
+class _WatchBase:
+    """What a watch keeps between calls: the resume token, who serves it, the serdes, and which
+    instances were tried; the sync and async loops only open calls and move items."""
 
-    def __init__(self, open_call: OpenCall, endpoints: Callable[[], list[str]], request: pb.WatchRequest,
-                 timeout: float | None = None, reconnect_timeout: float = 30.0) -> None:
-        self._open = open_call
-        self._endpoints = endpoints
+    def __init__(self, request: pb.WatchRequest, timeout: float | None, reconnect_timeout: float) -> None:
         self._request = request
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._reconnect_timeout = reconnect_timeout
@@ -88,74 +85,71 @@ class Watch:
         self.partitions: list[int] = []
         self._kd: Callable[[bytes], Any] = bytes
         self._vd: Callable[[bytes], Any] = bytes
+        self._previous = ""
+        self._failed_at: float | None = None
+        self._last_error: grpc.RpcError | None = None
+        self._tried: set[str] = set()
 
     def close(self) -> None:
         self._closed = True
         if self._call is not None:
             self._call.cancel()
 
-    def __enter__(self) -> Watch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _left(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
 
-    def __iter__(self) -> Iterator[WatchItem]:
-        previous = ""
-        failed_at: float | None = None
-        last_error: grpc.RpcError | None = None
-        tried: set[str] = set()
-        while not self._closed:
-            left = self._left()
-            if left is not None and left <= 0:
-                return
-            endpoint = next((e for e in self._endpoints() if e not in tried), None)
-            if endpoint is None:  # every one failed this round: wait a little, then again
-                if failed_at is not None and time.monotonic() - failed_at > self._reconnect_timeout:
-                    if last_error is not None:
-                        raise last_error
-                    raise ConnectionError(f"no instance could serve the watch for {self._reconnect_timeout}s")
-                tried.clear()
-                time.sleep(0.5)
-                continue
-            req = pb.WatchRequest()
-            req.CopyFrom(self._request)
-            req.resume_token = self.resume_token
-            try:
-                self._call = self._open(endpoint, req, left)
-                if self._closed:  # closed while the call was being opened
-                    self._call.cancel()
-                for reply in self._call:
-                    part = reply.WhichOneof("part")
-                    if part == "header":
-                        yield from self._header(reply.header, endpoint, previous)
-                        failed_at, tried = None, set()
-                    elif part == "changes":
-                        yield from self._changes(reply.changes.changes)
-                    elif part == "routing":
-                        r = reply.routing
-                        yield RoutingChange(OWNER_CHANGED, r.partition, r.previous_owner, r.owner, r.endpoint)
-                    elif part == "progress":
-                        self.resume_token = reply.progress.resume_token
-                # a watch never ends on its own: the instance that ended it is going away
-            except grpc.RpcError as e:
-                code = e.code()
-                if self._closed or code is grpc.StatusCode.DEADLINE_EXCEEDED:
-                    return
-                if code not in _RECONNECT:
-                    raise
-                last_error = e
-            finally:
-                self._call = None
-            tried.add(endpoint)
-            if failed_at is None:
-                failed_at = time.monotonic()
-            previous = self.served_by or previous
+    def _next(self, endpoints: list[str]) -> tuple[str, pb.WatchRequest, float | None] | float | None:
+        """What to do next: ``(endpoint, request, seconds left)`` to open, a pause in seconds
+        (every instance failed this round), or None to stop (closed, or the timeout passed).
+        Raises the last error once no instance served the watch for ``reconnect_timeout``."""
+        left = self._left()
+        if self._closed or (left is not None and left <= 0):
+            return None
+        endpoint = next((e for e in endpoints if e not in self._tried), None)
+        if endpoint is None:
+            if self._failed_at is not None and time.monotonic() - self._failed_at > self._reconnect_timeout:
+                if self._last_error is not None:
+                    raise self._last_error
+                raise ConnectionError(f"no instance could serve the watch for {self._reconnect_timeout}s")
+            self._tried.clear()
+            return 0.5
+        req = pb.WatchRequest()
+        req.CopyFrom(self._request)
+        req.resume_token = self.resume_token
+        return endpoint, req, left
 
-    def _header(self, h: pb.WatchHeader, endpoint: str, previous: str) -> Iterator[WatchItem]:
+    def _items(self, reply: Any, endpoint: str) -> list[WatchItem]:
+        part = reply.WhichOneof("part")
+        if part == "header":
+            self._failed_at, self._tried = None, set()
+            return self._header(reply.header, endpoint)
+        if part == "changes":
+            return self._changes(reply.changes.changes)
+        if part == "routing":
+            r = reply.routing
+            return [RoutingChange(OWNER_CHANGED, r.partition, r.previous_owner, r.owner, r.endpoint)]
+        if part == "progress":
+            self.resume_token = reply.progress.resume_token
+        return []
+
+    def _ended(self, endpoint: str, error: grpc.RpcError | None) -> bool:
+        """The call to ``endpoint`` ended (a watch never ends on its own: the instance is going
+        away); False: stop (closed, or the deadline passed). Raises what another instance would
+        answer the same way (NOT_FOUND, INVALID_ARGUMENT, ...)."""
+        if error is not None:
+            code = error.code()
+            if self._closed or code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                return False
+            if code not in _RECONNECT:
+                raise error
+            self._last_error = error
+        self._tried.add(endpoint)
+        if self._failed_at is None:
+            self._failed_at = time.monotonic()
+        self._previous = self.served_by or self._previous
+        return True
+
+    def _header(self, h: pb.WatchHeader, endpoint: str) -> list[WatchItem]:
         first = not self.served_by
         self.served_by, self.endpoint = h.served_by, endpoint
         self.key_serde, self.value_serde = h.key_serde, h.value_serde
@@ -164,27 +158,108 @@ class Watch:
         self._vd = decode_serde(h.value_serde).deserialize
         if not self.resume_token:
             self.resume_token = self.start_token = h.resume_token
-        if not first:
-            yield RoutingChange(RECONNECTED, -1, previous, h.served_by, endpoint)
+        return [] if first else [RoutingChange(RECONNECTED, -1, self._previous, h.served_by, endpoint)]
 
-    def _changes(self, changes: Any) -> Iterator[Change]:
+    def _changes(self, changes: Any) -> list[WatchItem]:
         kd, vd = self._kd, self._vd
+        out: list[WatchItem] = []
         for c in changes:
             self.resume_token = c.resume_token
-            yield Change(kd(c.key), None if c.deleted else vd(c.value), c.deleted, c.partition, c.offset,
-                         c.timestamp_ms, c.resume_token, c.key_json, c.value_json)
+            out.append(Change(kd(c.key), None if c.deleted else vd(c.value), c.deleted, c.partition, c.offset,
+                              c.timestamp_ms, c.resume_token, c.key_json, c.value_json))
+        return out
 
 
-def watch_request(store: str, key: pb.Key | None = None, prefix: pb.Key | None = None, all_keys: bool = False,
-                  resume_token: str = "", from_beginning: bool = False, with_json: bool = False) -> pb.WatchRequest:
+class Watch(_WatchBase):
+    """Iterating yields :class:`Change` and :class:`RoutingChange` items until ``timeout`` seconds
+    have passed (None: for ever), :meth:`close` is called, or an error the cluster answers
+    (NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION: ``grpc.RpcError``). If no instance can
+    serve it for ``reconnect_timeout`` seconds, the last error is raised."""
+
+    def __init__(self, open_call: OpenCall, endpoints: Callable[[], list[str]], request: pb.WatchRequest,
+                 timeout: float | None = None, reconnect_timeout: float = 30.0) -> None:
+        super().__init__(request, timeout, reconnect_timeout)
+        self._open = open_call
+        self._endpoints = endpoints
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[WatchItem]:
+        while (step := self._next(self._endpoints())) is not None:
+            if isinstance(step, float):
+                time.sleep(step)
+                continue
+            endpoint, req, left = step
+            error = None
+            try:
+                self._call = self._open(endpoint, req, left)
+                if self._closed:  # closed while the call was being opened
+                    self._call.cancel()
+                for reply in self._call:
+                    yield from self._items(reply, endpoint)
+            except grpc.RpcError as e:
+                error = e
+            finally:
+                self._call = None
+            if not self._ended(endpoint, error):
+                return
+
+
+class AsyncWatch(_WatchBase):
+    """:class:`Watch` for ``async for`` (grpc.aio); ``await close()`` or ``close()`` ends it."""
+
+    def __init__(self, open_call: OpenCall, endpoints: Callable[[], Awaitable[list[str]]],
+                 request: pb.WatchRequest, timeout: float | None = None, reconnect_timeout: float = 30.0) -> None:
+        super().__init__(request, timeout, reconnect_timeout)
+        self._open = open_call
+        self._endpoints = endpoints
+
+    async def __aenter__(self) -> AsyncWatch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aiter__(self) -> AsyncIterator[WatchItem]:
+        while (step := self._next(await self._endpoints())) is not None:
+            if isinstance(step, float):
+                await asyncio.sleep(step)
+                continue
+            endpoint, req, left = step
+            error = None
+            try:
+                self._call = self._open(endpoint, req, left)
+                if self._closed:
+                    self._call.cancel()
+                async for reply in self._call:
+                    for item in self._items(reply, endpoint):
+                        yield item
+            except grpc.RpcError as e:
+                error = e
+            except asyncio.CancelledError:
+                if not self._closed:
+                    raise
+            finally:
+                self._call = None
+            if not self._ended(endpoint, error):
+                return
+
+
+def watch_request(store: str, key: pb.Key | KeyArg | None = None, prefix: pb.Key | KeyArg | None = None,
+                  all_keys: bool = False, resume_token: str = "", from_beginning: bool = False,
+                  with_json: bool = False) -> pb.WatchRequest:
     """The request of a watch of exactly one of: ``key``, ``prefix``, ``all_keys``."""
     if (key is not None) + (prefix is not None) + bool(all_keys) != 1:
         raise ValueError("watch exactly one of: a key, a prefix, or all keys")
     req = pb.WatchRequest(store=store, resume_token=resume_token, from_beginning=from_beginning, with_json=with_json)
     if key is not None:
-        req.key.CopyFrom(key)
+        req.key.CopyFrom(key if isinstance(key, pb.Key) else key_message(key))
     elif prefix is not None:
-        req.prefix.CopyFrom(prefix)
+        req.prefix.CopyFrom(prefix if isinstance(prefix, pb.Key) else key_message(prefix))
     else:
         req.all = True
     return req
@@ -201,12 +276,30 @@ class Endpoints:
         self._timeout = timeout
         self._known: list[str] = []
 
+    def _asked(self) -> list[str]:
+        return [*self._seeds, *self._known]
+
+    def _answered(self, md: pb.MetadataReply | None) -> list[str]:
+        if md is not None:
+            self._known = [i.endpoint for i in md.instances if i.alive and i.endpoint]
+        return list(dict.fromkeys(self._asked()))
+
     def __call__(self) -> list[str]:
-        for seed in [*self._seeds, *self._known]:
+        for seed in self._asked():
             try:
-                md = self._stub(seed).Metadata(pb.MetadataRequest(), timeout=self._timeout)
+                return self._answered(self._stub(seed).Metadata(pb.MetadataRequest(), timeout=self._timeout))
             except grpc.RpcError:
                 continue
-            self._known = [i.endpoint for i in md.instances if i.alive and i.endpoint]
-            break
-        return list(dict.fromkeys([*self._seeds, *self._known]))
+        return self._answered(None)
+
+
+class AsyncEndpoints(Endpoints):
+    """:class:`Endpoints` over grpc.aio stubs: ``await endpoints()``."""
+
+    async def __call__(self) -> list[str]:  # type: ignore[override]
+        for seed in self._asked():
+            try:
+                return self._answered(await self._stub(seed).Metadata(pb.MetadataRequest(), timeout=self._timeout))
+            except grpc.RpcError:
+                continue
+        return self._answered(None)

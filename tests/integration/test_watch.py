@@ -11,6 +11,7 @@ comes back, and the instance serving the watch stops, so the client goes on else
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -28,6 +29,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from devtools.cluster import LocalCluster, produce
+from router.async_client import AsyncQueryClient
 from router.client import QueryClient
 from router.watch_client import OWNER_CHANGED, RECONNECTED, Change, RoutingChange, Watch
 from router.watch_token import WatchToken
@@ -172,6 +174,34 @@ def test_a_key_watch_delivers_every_committed_change_in_order(wc: WatchCluster) 
     lines = _cli("watch", "--target", target, "--store", STORE, "--key", "watched", "--resume",
                  lines[2]["resume_token"], "--limit", "3")
     assert [d["value"] for d in lines[:-1]] == [4, 5, 6]
+
+
+def test_the_async_client_watches_a_key_until_closed(wc: WatchCluster) -> None:
+    """``AsyncQueryClient.watch``: the same changes, with ``async for``; ``close()`` ends it."""
+    async def run() -> list[Any]:
+        async with AsyncQueryClient(wc.cluster.instances[2].target) as q:
+            watch = q.watch(STORE, "asyncwatched")
+            got: list[Any] = []
+
+            async def consume() -> None:
+                async for item in watch:
+                    if isinstance(item, Change):
+                        got.append(item.value)
+            task = asyncio.create_task(consume())
+
+            async def until(cond: Callable[[], Any], what: str) -> None:
+                deadline = time.monotonic() + 30
+                while not cond():
+                    assert time.monotonic() < deadline, f"timed out waiting for {what}\n{wc.cluster.logs()}"
+                    await asyncio.sleep(0.05)
+            await until(lambda: watch.start_token, "the async watch to start")
+            for i in range(1, 4):
+                wc.lines("asyncwatched")
+                await until(lambda i=i: got[-1:] == [i], f"the async watch to see count {i}")
+            watch.close()
+            await asyncio.wait_for(task, 10)
+            return got
+    assert asyncio.run(run()) == [1, 2, 3]
 
 
 @pytest.mark.timeout(180)
