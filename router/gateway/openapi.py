@@ -8,6 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
+from router.gateway.auth import OPEN_PATHS
+from router.gateway.context import GATEWAY
 from router.gateway.params import DEFAULT_PAGE, MAX_PAGE
 
 _INT64 = {"type": "integer", "format": "int64"}
@@ -154,7 +156,9 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
-def document() -> dict[str, Any]:
+def document(token_required: bool = False) -> dict[str, Any]:
+    """The API; ``token_required`` (``iqmesh.auth.token`` set): every operation but the probes
+    declares the bearer scheme."""
     key = {"name": "key", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1},
            "description": "the key as text, parsed with the store's key serde"}
     paths = {
@@ -212,6 +216,9 @@ def document() -> dict[str, Any]:
         "/metrics": _get("Prometheus metrics", {"200": _text("text/plain", "Prometheus text format 0.0.4")},
                          op_id="metrics"),
     }
+    if token_required:
+        for path, item in paths.items():
+            item["get"]["security"] = [] if path in OPEN_PATHS else [{"bearerAuth": []}]
     return {
         "openapi": "3.1.0",
         "info": {"title": "iqmesh REST gateway", "version": "1",
@@ -219,12 +226,15 @@ def document() -> dict[str, Any]:
                                 "answer says who served it and how fresh it is. Errors are "
                                 '{"error": {"code", "message"}} with a stable code.'},
         "paths": paths,
-        "components": {"schemas": SCHEMAS},
+        "components": {"schemas": SCHEMAS,
+                       "securitySchemes": {"bearerAuth": {
+                           "type": "http", "scheme": "bearer",
+                           "description": "the iqmesh.auth.token setting; the dashboard: ?access_token= once"}}},
     }
 
 
 async def openapi_json(request: web.Request) -> web.Response:
-    return web.json_response(document())
+    return web.json_response(document(bool(request.app[GATEWAY].config.security.token)))
 
 
 def add_routes(app: web.Application) -> None:

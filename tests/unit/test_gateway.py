@@ -262,3 +262,14 @@ async def test_keys_are_taken_from_the_path_as_they_were_sent(servers: list[tupl
             r = await client.get(f"/v1/stores/s/keys/{sent}")
             body = await r.json()
             assert (r.status, body["key"], body["value"], body["via"]) == (200, key, key, a), sent
+
+
+def test_openapi_declares_the_bearer_scheme_when_a_token_is_required() -> None:
+    open_doc, guarded = document(), document(token_required=True)
+    assert guarded["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http", "scheme": "bearer", "description": guarded["components"]["securitySchemes"]["bearerAuth"][
+            "description"]}
+    assert all("security" not in item["get"] for item in open_doc["paths"].values())
+    ops = {path: item["get"]["security"] for path, item in guarded["paths"].items()}
+    assert ops.pop("/healthz") == [] and ops.pop("/readyz") == []
+    assert ops and all(s == [{"bearerAuth": []}] for s in ops.values())
