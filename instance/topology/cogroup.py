@@ -39,6 +39,10 @@ class CogroupedKStream:
         self._groups.append((grouped, aggregator))
         return self
 
+    def windowed_by(self, windows: Any) -> CogroupedWindowedKStream:
+        """``TimeWindows`` / ``SlidingWindows`` / ``SessionWindows``: the aggregate is per window."""
+        return CogroupedWindowedKStream(self._groups, windows)
+
     def aggregate(self, initializer: Callable[[], Any], materialized: MaterializedArg = None,
                   name: str | None = None) -> KTable:
         """One table: each record of any grouped stream updates its key's aggregate through that
@@ -69,3 +73,28 @@ class CogroupedKStream:
         b.topology.add_processor(merge, P.PassThroughProcessor, *nodes)
         b.topology.add_copartition_group(set().union(*(source_topics(b.topology, n) for n in nodes)))
         return KTable(b, merge, store, ks, m.value_serde, old_values=flag)
+
+
+class CogroupedWindowedKStream:
+    """Kafka Streams' ``TimeWindowedCogroupedKStream`` / ``SessionWindowedCogroupedKStream``:
+    ``aggregate(initializer[, merger], materialized)`` (a merger for session windows). Results are
+    emitted on window update: each cogrouped stream's processor keeps its own stream time, so
+    closing windows on it would emit a window once per stream."""
+
+    def __init__(self, groups: list[tuple[KGroupedStream, Aggregator]], windows: Any) -> None:
+        from instance.topology.windowed import windowed_by
+        self._groups = groups
+        self._windowed = windowed_by(groups[0][0], windows)
+
+    def aggregate(self, initializer: Callable[[], Any], *args: Any) -> Any:
+        """``aggregate(initializer, materialized)``; session windows: ``aggregate(initializer,
+        merger, materialized)``."""
+        from instance.topology.windowed import SessionWindowedKStream
+        merger = None
+        if isinstance(self._windowed, SessionWindowedKStream):
+            if not args or not callable(args[0]):
+                raise TopologyException("a session-windowed cogroup aggregate() needs a merger(key, agg1, agg2)")
+            merger, args = args[0], args[1:]
+        materialized = args[0] if args else None
+        return self._windowed._build("COGROUPKSTREAM-AGGREGATE-", materialized, None, initializer,
+                                     self._groups[0][1], merger, cogrouped=self._groups)

@@ -11,6 +11,7 @@ from instance.errors import TopologyException
 from instance.serde import LongSerde, Serde
 from instance.serde.windowed import SessionWindowedSerde, TimeWindowedSerde
 from instance.state.spec import StoreSpec
+from instance.topology import processors as P
 from instance.topology import window_aggregate as W
 from instance.topology.builder import (
     KGroupedStream,
@@ -20,6 +21,7 @@ from instance.topology.builder import (
     _insert_repartition,
     _materialized,
 )
+from instance.topology.topology import source_topics
 from instance.topology.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
 AnyWindows = TimeWindows | SlidingWindows | SessionWindows
@@ -82,10 +84,13 @@ class _WindowedStream:
 
     # -- building -------------------------------------------------------------------------------
     def _build(self, prefix: str, materialized: MaterializedArg, agg_value_serde: Serde | None,
-               initializer: W.Initializer, aggregator: W.Aggregator,
-               merger: W.Merger | None = None) -> WindowedKTable:
+               initializer: W.Initializer, aggregator: W.Aggregator, merger: W.Merger | None = None,
+               cogrouped: list[tuple[KGroupedStream, W.Aggregator]] | None = None) -> WindowedKTable:
+        """One aggregate processor per grouped stream (``cogrouped``: several, each with its
+        aggregator, all writing the one store, then a merge node), as Kafka Streams builds them."""
         g = self._grouped
         b = g._b
+        groups = cogrouped or [(g, aggregator)]
         m = _materialized(materialized)
         vs = m.value_serde or agg_value_serde
         if vs is None:
@@ -97,13 +102,25 @@ class _WindowedStream:
                                         f"be at least window size + grace ({retention} ms)")
             retention = m.retention_ms
         store = m.name or b.new_name(f"{prefix}STATE-STORE-")
-        node = b.new_name(prefix)
-        parent = g.node
-        if g.repartition_required:
-            parent = _insert_repartition(b, g.node, store, g.key_serde, g.value_serde, None)
+        nodes = []
+        for i, (grouped, agg) in enumerate(groups):
+            node = b.new_name(prefix)
+            parent = grouped.node
+            if grouped.repartition_required:
+                parent = _insert_repartition(b, grouped.node, store if i == 0 else f"{store}-{i}",
+                                             grouped.key_serde, grouped.value_serde, None)
+
+            def make(agg: W.Aggregator = agg) -> Any:
+                return self._processor(store, initializer, agg, merger)
+            b.topology.add_processor(node, make, parent)
+            nodes.append(node)
         ks = m.key_serde or g.key_serde
-        b.topology.add_processor(node, lambda: self._processor(store, initializer, aggregator, merger), parent)
-        b.topology.add_state_store(self._spec(store, ks, vs, m, retention), node)
+        b.topology.add_state_store(self._spec(store, ks, vs, m, retention), *nodes)
+        node = nodes[0]
+        if cogrouped is not None:
+            node = b.new_name("COGROUPKSTREAM-MERGE-")
+            b.topology.add_processor(node, P.PassThroughProcessor, *nodes)
+            b.topology.add_copartition_group(set().union(*(source_topics(b.topology, n) for n in nodes)))
         return WindowedKTable(b, node, store, self._table_key_serde(ks), vs, self.windows)
 
     def count(self, materialized: MaterializedArg = None) -> WindowedKTable:

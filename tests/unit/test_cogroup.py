@@ -10,13 +10,22 @@ import pytest
 from instance.errors import TopologyException
 from instance.serde import LongSerde, StringSerde
 from instance.testing import TopologyTestDriver
-from instance.topology import Materialized, StreamsBuilder
+from instance.topology import BaseProcessor, Materialized, StreamsBuilder
+from instance.topology.windows import SessionWindows, TimeWindows
 
 S = StringSerde()
 
 
 def _builder() -> StreamsBuilder:
     return StreamsBuilder(default_key_serde=S, default_value_serde=S)
+
+
+class _Capture(BaseProcessor):
+    def __init__(self, out: list[tuple[Any, Any, int]]) -> None:
+        self.out = out
+
+    def process(self, key: Any, value: Any) -> None:
+        self.out.append((key, value, self.context.timestamp))
 
 
 def _concat(k: Any, v: str, agg: str) -> str:
@@ -105,3 +114,46 @@ def test_cogroup_needs_a_value_serde_and_distinct_streams() -> None:
         g1.cogroup(_concat).aggregate(lambda: "")
     with pytest.raises(TopologyException, match="already cogrouped"):
         g1.cogroup(_concat).cogroup(g1, _concat)
+
+
+def test_time_windowed_cogroup_aggregates_per_window_across_streams() -> None:
+    b = _builder()
+    g1, g2 = b.stream("one").group_by_key(), b.stream("two").group_by_key()
+    table = (g1.cogroup(lambda k, v, a: f"{a}+{v}").cogroup(g2, lambda k, v, a: f"{a}-{v}")
+             .windowed_by(TimeWindows.of_size_with_no_grace(10))
+             .aggregate(lambda: "0", Materialized(name="w", value_serde=S)))
+    out: list[tuple[Any, Any, int]] = []
+    table.to_stream().process(lambda: _Capture(out))
+    with TopologyTestDriver(b.build()) as d:
+        one, two = d.create_input_topic("one", S, S), d.create_input_topic("two", S, S)
+        one.pipe_input("k", "a", 1)
+        two.pipe_input("k", "b", 5)
+        one.pipe_input("k", "c", 12)
+        two.pipe_input("j", "d", 13)
+        one.pipe_input("k", "e", 3)  # still within window [0, 10): no grace, stream time 13 > 10 -> dropped
+        assert [(w.key, w.window.start, v, ts) for w, v, ts in out] == [
+            ("k", 0, "0+a", 1), ("k", 0, "0+a-b", 5), ("k", 10, "0+c", 12), ("j", 10, "0-d", 13)]
+        assert d.get_window_store("w").fetch("k", 10) == "0+c"  # [0, 10) is past its retention
+
+
+def test_session_windowed_cogroup_merges_sessions_with_the_merger() -> None:
+    b = _builder()
+    g1, g2 = b.stream("one").group_by_key(), b.stream("two").group_by_key()
+    (g1.cogroup(lambda k, v, a: a + v).cogroup(g2, lambda k, v, a: a + v.upper())
+       .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5))
+       .aggregate(lambda: "", lambda k, a1, a2: a1 + a2, Materialized(name="s", value_serde=S)))
+    with TopologyTestDriver(b.build()) as d:
+        one, two = d.create_input_topic("one", S, S), d.create_input_topic("two", S, S)
+        one.pipe_input("k", "a", 0)
+        one.pipe_input("k", "c", 10)
+        two.pipe_input("k", "b", 5)  # joins both sessions into [0, 10]
+        sessions = d.get_session_store("s").fetch("k")
+    assert [(w.window.start, w.window.end, v) for w, v in sessions] == [(0, 10, "acB")]  # merged, then added
+
+
+def test_session_windowed_cogroup_needs_a_merger() -> None:
+    b = _builder()
+    g1 = b.stream("one").group_by_key()
+    with pytest.raises(TopologyException, match="merger"):
+        g1.cogroup(_concat).windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5)).aggregate(
+            lambda: "", Materialized(name="s", value_serde=S))
