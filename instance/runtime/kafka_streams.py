@@ -481,7 +481,6 @@ class KafkaStreams:
                 f"global store {store!r} is not queryable yet: the global thread is still loading it "
                 f"(instance state {self.state.name}); retry once the instance is RUNNING")
         offsets = dict(g.state.changelog_offsets)  # written by the global thread: one C-level copy
-        # global_thread.py offers no public accessor for its reader's owner (the ends it saw)
         ends = g.progress()
         position = end = 0
         for tp, pos in offsets.items():
