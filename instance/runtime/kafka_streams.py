@@ -38,6 +38,7 @@ from router.echo import clip, echo
 from router.metadata import (
     NOT_AVAILABLE,
     ClusterView,
+    HostInfo,
     InstanceCounters,
     InstanceInfo,
     KeyQueryMetadata,
@@ -424,9 +425,14 @@ class KafkaStreams:
         return sub, default_partition(kb, partitions)
 
     def query_metadata_for_key(self, store: str, key: Any) -> KeyQueryMetadata:
-        """Where ``key`` of ``store`` lives: active host, standby hosts, partition."""
+        """Where ``key`` of ``store`` lives: active host, standby hosts, partition. A global store
+        lives on every instance: this one, partition -1 (as Kafka Streams answers)."""
         if self.state is State.CREATED:
             raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
+        if self.is_global_store(store):
+            if not self.state.is_running_or_rebalancing() or not self.config.application_server:
+                return NOT_AVAILABLE
+            return KeyQueryMetadata(HostInfo.parse(self.config.application_server), (), -1)
         sub, partition = self.store_partition(store, key)
         if not self.state.is_running_or_rebalancing():
             return NOT_AVAILABLE

@@ -121,6 +121,9 @@ def test_get_through_each_instance_is_answered_by_that_instance(cluster: GlobalC
             assert not node.stub.Get(pb.GetRequest(store=STORE, key=key), timeout=5).found
         # answered here, not forwarded: counted as this instance's local Gets
         assert node.streams.query_counters.totals(0, {}).gets_forwarded == 0
+        # Kafka Streams' answer for a global store: this host, partition -1
+        md_key = node.streams.query_metadata_for_key(STORE, "k0000")
+        assert (str(md_key.active_host), md_key.standby_hosts, md_key.partition) == (node.endpoint, (), -1)
 
 
 def test_multi_get_and_scans_read_the_whole_store_in_key_order(cluster: GlobalCluster) -> None:
