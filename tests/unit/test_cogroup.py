@@ -10,22 +10,15 @@ import pytest
 from instance.errors import TopologyException
 from instance.serde import LongSerde, StringSerde
 from instance.testing import TopologyTestDriver
-from instance.topology import BaseProcessor, Materialized, StreamsBuilder
+from instance.topology import Materialized, StreamsBuilder
 from instance.topology.windows import SessionWindows, TimeWindows
+from tests.unit.test_window_aggregate import _Capture
 
 S = StringSerde()
 
 
 def _builder() -> StreamsBuilder:
     return StreamsBuilder(default_key_serde=S, default_value_serde=S)
-
-
-class _Capture(BaseProcessor):
-    def __init__(self, out: list[tuple[Any, Any, int]]) -> None:
-        self.out = out
-
-    def process(self, key: Any, value: Any) -> None:
-        self.out.append((key, value, self.context.timestamp))
 
 
 def _concat(k: Any, v: str, agg: str) -> str:
