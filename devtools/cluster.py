@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.broker import free_port
+from instance.runtime.kafka_log import client_logging
 from router.security import Security
 
 WORDS = ("kafka streams table stream state store query mesh router partition task thread commit "
@@ -56,7 +57,8 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]]) -> int:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random",
+                  **client_logging()})
     n = 0
     for k, v in records:
         while True:

@@ -29,6 +29,7 @@ from confluent_kafka import Producer
 from devtools import broker as devbroker
 from devtools.cluster import LocalCluster, ensure_topic, produce, sample_lines
 from devtools.gateway import GatewayProcess
+from instance.runtime.kafka_log import client_logging
 from router.client import QueryClient
 
 # a module name, not a path: importable from an installed distribution as from the source tree
@@ -82,7 +83,8 @@ def _wait_for_counts(q: QueryClient, truth: collections.Counter[str], timeout: f
 
 def _feed(bootstrap: str, topic: str, per_second: int, stop: list[bool]) -> None:
     """A few lines a second until ``stop[0]`` (the dashboard then has rates to plot)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "partitioner": "murmur2_random"})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "partitioner": "murmur2_random",
+                         **client_logging()})  # a broker stopped meanwhile: one line, not one per retry
     n = 0
     try:
         while not stop[0]:
