@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.runtime.kafka_log import client_logging
@@ -80,6 +80,7 @@ class MetadataService(threading.Thread):
         tp = TopicPartition(self.topic, 0)
         self._consumer.pause([tp])
         position = 0
+        failing = False  # the broker did not answer: said once, and again when it does
         while not self._stopping.is_set():
             now = time.monotonic()
             if now >= next_beat or self._wake.is_set():
@@ -91,8 +92,15 @@ class MetadataService(threading.Thread):
                 next_beat = now + self._interval
             try:
                 position = self._catch_up(tp, position)
+                if failing:
+                    log.warning("reading instance metadata works again")
+                    failing = False
                 if self._on_tick is not None:
                     self._on_tick()
+            except KafkaException as e:  # the broker is away: not a traceback every few seconds
+                if not failing:
+                    log.warning("reading instance metadata failed (retrying until the broker answers): %s", e)
+                    failing = True
             except Exception:
                 log.exception("reading instance metadata failed")
             self._wake.wait(min(0.2, max(0.0, next_beat - time.monotonic())))
