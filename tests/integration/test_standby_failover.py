@@ -59,7 +59,8 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
                 return r.metadata if r.metadata["role"] == "STANDBY" and r.value == truth[word] else None
 
             meta = wait_until(standby_answer, 30, "an answer from the standby",
-                              lambda: f"truth {truth[word]}; last answers {seen[-3:]}\n{cluster.logs()}")
+                              lambda: f"truth {truth[word]}; first answers {seen[:5]}; last answers {seen[-3:]}; "
+                                      f"{len(seen)} in all\n{cluster.logs()}")
             t_standby = time.monotonic() - t_kill
             assert meta["stale"] is True
             assert meta["lag"] >= 0 and meta["served_by"] != cluster.instances[2].instance_id
