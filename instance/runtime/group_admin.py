@@ -1,4 +1,5 @@
-"""Kafka admin operations confluent-kafka lacks: remove members from a group, fence a transactional id.
+"""Kafka admin operations confluent-kafka lacks: remove members from a group, list and fence
+transactions.
 
 ``remove_members`` is Kafka's remove-members operation (KIP-345; Java's
 ``Admin.removeMembersFromConsumerGroup``): a LeaveGroup request naming other members, sent to the
@@ -6,7 +7,9 @@ group coordinator. confluent-kafka has no API for it, so it is framed here by ha
 pick versions, FindCoordinator (key type GROUP), then LeaveGroup v3 (all members in one request)
 or, where v3 is not supported, LeaveGroup v0-v2 once per member. Only non-flexible versions are
 spoken (no tagged fields): Kafka 4.x dropped old versions of some APIs (KIP-896, baseline 2.1)
-but still accepts FindCoordinator v2 and LeaveGroup v0-v3.
+but still accepts FindCoordinator v2 and LeaveGroup v0-v3. The one exception is ListTransactions
+(KIP-664), flexible from its first version: asked of every broker (each lists the transactions it
+coordinates), to find the open transactions of a dead or earlier run of an instance and fence them.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -23,9 +26,9 @@ from confluent_kafka.admin import AdminClient
 from instance.errors import StreamsException
 
 __all__ = ["GroupAdminError", "GroupDescription", "GroupMember", "describe_group", "describe_group_members",
-           "error_name", "fence_transactional_id", "remove_members"]
+           "error_name", "fence_transactional_id", "fence_transactions", "list_transactions", "remove_members"]
 
-API_VERSIONS, FIND_COORDINATOR, LEAVE_GROUP = 18, 10, 13
+API_VERSIONS, FIND_COORDINATOR, LEAVE_GROUP, LIST_TRANSACTIONS = 18, 10, 13, 66
 _RETRIABLE = frozenset({14, 15, 16})  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 _CLIENT_ID = "iqmesh-group-admin"
 
@@ -74,11 +77,31 @@ def _string(s: str | None) -> bytes:
     return struct.pack(">h", len(raw)) + raw
 
 
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _compact_string(s: str) -> bytes:
+    raw = s.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
 def encode_request(api_key: int, version: int, correlation_id: int, body: bytes,
-                   client_id: str = _CLIENT_ID) -> bytes:
-    """A size-prefixed request with header v1 (non-flexible)."""
-    msg = struct.pack(">hhi", api_key, version, correlation_id) + _string(client_id) + body
+                   client_id: str = _CLIENT_ID, flexible: bool = False) -> bytes:
+    """A size-prefixed request with header v1, or v2 (empty tagged fields) when ``flexible``."""
+    msg = struct.pack(">hhi", api_key, version, correlation_id) + _string(client_id) \
+        + (b"\x00" if flexible else b"") + body
     return struct.pack(">i", len(msg)) + msg
+
+
+def encode_list_transactions(states: Sequence[str]) -> bytes:
+    """ListTransactions v0: the state filter, no producer id filter, no tagged fields."""
+    return _uvarint(len(states) + 1) + b"".join(_compact_string(s) for s in states) + _uvarint(1) + b"\x00"
 
 
 def encode_find_coordinator(group_id: str, version: int) -> bytes:
@@ -112,9 +135,30 @@ class Reader:
     def i32(self) -> int:
         return int.from_bytes(self._take(4), "big", signed=True)
 
+    def i64(self) -> int:
+        return int.from_bytes(self._take(8), "big", signed=True)
+
     def string(self) -> str | None:
         n = self.i16()
         return None if n < 0 else self._take(n).decode()
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            byte = self._take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def compact_string(self) -> str | None:
+        n = self.uvarint()
+        return None if n == 0 else self._take(n - 1).decode()
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
 
 
 def decode_api_versions(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]:
@@ -147,6 +191,23 @@ def decode_leave_group(body: bytes, version: int) -> tuple[int, dict[str, int]]:
             member_id, _instance = r.string() or "", r.string()
             members[member_id] = r.i16()
     return error, members
+
+
+def decode_list_transactions(body: bytes) -> tuple[int, list[tuple[str, int, str]]]:
+    """(error_code, [(transactional_id, producer_id, state)]) of a ListTransactions v0 response
+    (``body`` starts with the response header's tagged fields)."""
+    r = Reader(body)
+    r.skip_tagged_fields()
+    r.i32()  # throttle_time_ms
+    error = r.i16()
+    for _ in range(max(r.uvarint() - 1, 0)):
+        r.compact_string()  # unknown_state_filters
+    states = []
+    for _ in range(max(r.uvarint() - 1, 0)):
+        tid, pid, state = r.compact_string() or "", r.i64(), r.compact_string() or ""
+        r.skip_tagged_fields()
+        states.append((tid, pid, state))
+    return error, states
 
 
 def pick_version(supported: dict[int, tuple[int, int]], api_key: int, highest: int) -> int | None:
@@ -192,12 +253,12 @@ class _Connection:
             buf += chunk
         return bytes(buf)
 
-    def call(self, api_key: int, version: int, body: bytes) -> bytes:
+    def call(self, api_key: int, version: int, body: bytes, flexible: bool = False) -> bytes:
         """Send one request and return the response body (after the correlation id)."""
         self._next_id += 1
         try:
             self.sock.settimeout(self._left())
-            self.sock.sendall(encode_request(api_key, version, self._next_id, body))
+            self.sock.sendall(encode_request(api_key, version, self._next_id, body, flexible=flexible))
             (size,) = struct.unpack(">i", self._read(4))
             frame = self._read(size)
         except OSError as e:
@@ -315,3 +376,40 @@ def fence_transactional_id(bootstrap: str, transactional_id: str, timeout: float
         raise GroupAdminError(f"fencing transactional.id {transactional_id!r} on {bootstrap} failed: {e}") from e
     finally:
         producer.flush(1.0)
+
+
+def list_transactions(bootstrap: str, states: Sequence[str] = ("Ongoing",),
+                      timeout: float = 10.0) -> list[tuple[str, int, str]]:
+    """Every broker's transactions in ``states`` (all states if empty), as (transactional_id,
+    producer_id, state) (ListTransactions, KIP-664). Raises GroupAdminError when a broker cannot
+    answer."""
+    deadline = time.monotonic() + timeout
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        brokers = admin.list_topics(timeout=timeout).brokers.values()
+    except KafkaException as e:
+        raise GroupAdminError(f"listing the brokers of {bootstrap} failed: {e}") from e
+    found: list[tuple[str, int, str]] = []
+    for broker in brokers:
+        conn = _Connection(broker.host or "127.0.0.1", broker.port, deadline)
+        try:
+            if pick_version(conn.versions, LIST_TRANSACTIONS, 0) is None:
+                raise GroupAdminError(f"broker {conn.where} does not support ListTransactions (Kafka 3.0+)")
+            error, listed = decode_list_transactions(
+                conn.call(LIST_TRANSACTIONS, 0, encode_list_transactions(states), flexible=True))
+        finally:
+            conn.close()
+        if error:
+            raise GroupAdminError(f"ListTransactions on {conn.where}: {error_name(error)}")
+        found += listed
+    return found
+
+
+def fence_transactions(bootstrap: str, owned: Callable[[str], bool], timeout: float = 30.0) -> list[str]:
+    """Fence every open transaction whose transactional id is ``owned``: aborts them, so the last
+    stable offset of what they wrote moves on. Returns the ids fenced."""
+    deadline = time.monotonic() + timeout
+    ids = sorted({tid for tid, _pid, _state in list_transactions(bootstrap, timeout=timeout) if owned(tid)})
+    for tid in ids:
+        fence_transactional_id(bootstrap, tid, max(1.0, deadline - time.monotonic()))
+    return ids

@@ -18,14 +18,24 @@ harmless on Apache Kafka):
   smallest live instance (runtime/stuck_rebalance.py).
 * **Dead members.** The smallest live instance removes the members of an instance whose heartbeats
   stopped for ``session.timeout.ms`` (Kafka's remove-members operation, KIP-345), after fencing its
-  transactional ids so its open transaction is aborted and the last stable offset moves on. A
-  restarted dynamic instance removes the members its previous incarnation left behind before it
-  joins.
+  open transactions (found with ListTransactions) so they are aborted and the last stable offset
+  moves on: the dev broker never aborts a transaction past ``transaction.timeout.ms``. A restarted
+  instance fences the open transactions of its previous run the same way, and a restarted dynamic
+  instance removes the members its previous run left behind, before it joins.
+* **A producer never writes again after an abort.** On the dev broker, a read_committed consumer
+  that has read past an abort marker silently skips every later record of the producer that
+  aborted, committed or not (``tests/conformance/test_broker.py``). So each producer has a
+  transactional id of its own (``transactional_id``): after an abort the thread makes a new
+  producer with a new id (runtime/task_manager.py), and a restarted instance never reuses the id
+  of its previous run. Apache Kafka's EOS v2 fences by group generation, not by id, so this costs
+  nothing there.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +46,7 @@ from instance.config import StreamsConfig
 from instance.runtime.group_admin import (
     GroupMember,
     describe_group_members,
-    fence_transactional_id,
+    fence_transactions,
     remove_members,
 )
 from instance.runtime.stuck_rebalance import StuckRebalanceWatchdog
@@ -60,7 +70,16 @@ def thread_client_prefix(instance_id: str) -> str:
 
 
 def transactional_id(application_id: str, instance_id: str, thread_index: int) -> str:
-    return f"{application_id}-{instance_id}-{thread_index}"
+    """A new transactional id for a producer of ``instance_id``'s stream thread ``thread_index``:
+    never used before (see the module docstring), recognisable by ``owned_by``."""
+    return f"{application_id}-{instance_id}-{thread_index}-{secrets.token_hex(4)}"
+
+
+def owned_by(application_id: str, instance_id: str) -> Callable[[str], bool]:
+    """Whether a transactional id is one of ``instance_id``'s (any run, any thread); an instance
+    whose id extends ours with a dash is not matched."""
+    pattern = re.compile(re.escape(f"{application_id}-{instance_id}-") + r"\d+(-[0-9a-f]{8})?")
+    return lambda tid: pattern.fullmatch(tid) is not None
 
 
 class MembershipCoordinator:
@@ -138,6 +157,8 @@ class MembershipCoordinator:
                 if not self._view_loaded.wait(self.ack_timeout_s):
                     log.warning("instance metadata not read within %.0f s; joining without a handover",
                                 self.ack_timeout_s)
+                if self.config.eos:
+                    self._fence(self.me)  # before any thread of ours opens a transaction
                 if not static:
                     self._remove_previous_incarnation()
                 with self._action:
@@ -292,12 +313,13 @@ class MembershipCoordinator:
             self._dead_handled[(info.instance_id, info.heartbeat_ms)] = time.monotonic() + 5.0
             self.withdraw()
 
-    def _fence(self, dead: str, threads: int) -> None:
-        """Abort the dead instance's open transactions now, or the last stable offset of every
-        partition they wrote stays pinned and read_committed readers (restores too) wait."""
-        for i in range(1, max(1, threads) + 1):
-            fence_transactional_id(self.config.bootstrap_servers,
-                                   transactional_id(self.config.application_id, dead, i))
+    def _fence(self, instance_id: str) -> None:
+        """Abort the open transactions of a dead instance (or of our previous run) now, or the last
+        stable offset of every partition they wrote stays pinned and read_committed readers
+        (restores too) wait."""
+        fenced = fence_transactions(self.config.bootstrap_servers, owned_by(self.config.application_id, instance_id))
+        if fenced:
+            log.warning("aborted %d open transaction(s) of %s: %s", len(fenced), instance_id, ", ".join(fenced))
 
     def _remove_dead_locked(self, info: InstanceInfo) -> None:
         bootstrap, group = self.config.bootstrap_servers, self.config.application_id
@@ -307,7 +329,7 @@ class MembershipCoordinator:
         intent = self._announce(REMOVE, dead)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.me}-fence") as pool:
             # fencing needs no handover: it runs while the peers commit and pause
-            fenced = pool.submit(self._fence, dead, info.threads) if self.config.eos else None
+            fenced = pool.submit(self._fence, dead) if self.config.eos else None
             self._await_acks(intent, exclude=dead)
             if fenced is not None:
                 fenced.result()

@@ -91,10 +91,6 @@ class StreamThread(threading.Thread):
             cconf["group.instance.id"] = f"{config.group_instance_id}-{index}"
         cconf.update(config.client_overrides("consumer."))
         self._consumer_conf = cconf
-        pconf = producer_config(config.bootstrap_servers, f"{self.client_id}-producer",
-                                config.client_overrides("producer."),
-                                transactional_id=transactional_id(app, member, index) if config.eos else None)
-        self._producer_conf = pconf
         rconf = {**base, "group.id": f"{app}-restore", "client.id": f"{self.client_id}-restore",
                  "isolation.level": "read_committed" if config.eos else "read_uncommitted"}
         self._restore_conf = rconf
@@ -159,11 +155,10 @@ class StreamThread(threading.Thread):
         self._set_state(ThreadState.DEAD)
 
     def _open_clients(self) -> TaskManager:
-        collector = self._new_collector()
         reader = StoreChangelogReader(self._restore_conf, self._restore_listener,
                                       committed=None if self.config.eos else self._committed_lookup)
         self.tasks = TaskManager(self.name, self.config, self.topology, self.layout, self._resolve,
-                                 collector, reader, self.errors)
+                                 self._new_collector, reader, self.errors)
         self.tasks.global_stores = self.global_stores
         if self._membership is not None:
             self._membership.prepare_join(static=bool(self.config.group_instance_id))
@@ -171,10 +166,15 @@ class StreamThread(threading.Thread):
         return self.tasks
 
     def _new_collector(self) -> RecordCollector:
-        collector = RecordCollector(self._producer_conf)
+        """A producer of our own; under exactly-once with a transactional id never used before
+        (runtime/membership.py says why)."""
+        config = self.config
+        tid = transactional_id(config.application_id, config.instance_id, self.index) if config.eos else None
+        collector = RecordCollector(producer_config(config.bootstrap_servers, f"{self.client_id}-producer",
+                                                    config.client_overrides("producer."), transactional_id=tid))
         collector.on_delivery_error = self.errors.delivery_failed
-        if self.config.eos:
-            collector.producer.init_transactions(30)  # fences (aborts) an earlier run's transaction
+        if tid is not None:
+            collector.producer.init_transactions(30)
         return collector
 
     def _committed_lookup(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -192,10 +192,6 @@ class StreamThread(threading.Thread):
         new one (Kafka Streams' TaskMigrated handling after an aborted transaction)."""
         log.warning("%s: leaving and rejoining the group", self.name)
         consumer.close()
-        if tm.producer_fenced:
-            tm.producer_fenced = False
-            tm.collector.producer.flush(0)
-            tm.collector = self._new_collector()
         return self._subscribe(tm)
 
     def _consumer_error(self, err: KafkaError) -> None:

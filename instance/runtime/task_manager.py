@@ -48,8 +48,8 @@ FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, Kafka
 
 class TaskManager:
     def __init__(self, name: str, config: StreamsConfig, topology: Topology, layout: TopicLayout,
-                 resolve: Callable[[str], str], collector: RecordCollector, restorer: StoreChangelogReader,
-                 errors: ErrorHandling) -> None:
+                 resolve: Callable[[str], str], new_collector: Callable[[], RecordCollector],
+                 restorer: StoreChangelogReader, errors: ErrorHandling) -> None:
         self.name = name
         self.config = config
         self.topology = topology
@@ -57,7 +57,8 @@ class TaskManager:
         self._resolve = resolve
         #: the instance's global stores (read-only for tasks); set by the stream thread
         self.global_stores: Mapping[str, Any] = {}
-        self.collector = collector
+        self._new_collector = new_collector
+        self.collector = new_collector()
         #: the thread's changelog reader: restores active tasks, keeps standbys warm
         self.restorer = restorer
         self.standby = StandbyTasks(restorer)
@@ -81,8 +82,6 @@ class TaskManager:
         self.rejoin_requested = False
         #: records handed to tasks and not processed yet
         self.buffered = False
-        #: the producer was fenced: the thread must give us a new one before we rejoin
-        self.producer_fenced = False
         self.last_commit = time.monotonic()
 
     # -- processing -------------------------------------------------------------------------------
@@ -233,14 +232,14 @@ class TaskManager:
                 log.warning("%s: producer fenced (%s); closing tasks dirty, new producer, rejoining",
                             self.name, err.name())
                 self._in_txn = False
-                self.close_tasks(list(self.tasks), clean=False)
-                self.producer_fenced = self.rejoin_requested = True
+                self._drop_tasks_and_producer()
+                self.rejoin_requested = True
                 return False
             if err is None or err.fatal() or not (err.txn_requires_abort() or err.code() in REBALANCE_ERRORS):
                 raise
             log.warning("%s: transaction aborted (%s); closing tasks dirty and rejoining", self.name, err.name())
             self.abort_txn()
-            self.close_tasks(list(self.tasks), clean=False)
+            self._drop_tasks_and_producer()
             self.rejoin_requested = True
             return False
 
@@ -259,11 +258,24 @@ class TaskManager:
                 return False
             raise
 
-    def abort_txn(self) -> None:
-        """Abort an open transaction; a failure here is fatal for the thread (raised)."""
+    def abort_txn(self) -> bool:
+        """Abort an open transaction (True if one was open); a failure here is fatal for the
+        thread (raised)."""
         if self.config.eos and self._in_txn:
             self._in_txn = False
             self.collector.producer.abort_transaction(30)
+            return True
+        return False
+
+    def _drop_tasks_and_producer(self) -> None:
+        """After an abort or a fence: close every task dirty (their stores may hold aborted writes
+        and carry no checkpoint, so they are rebuilt), and send through a new producer from now
+        on, since one that aborted must not write again (runtime/membership.py says why). The
+        next tasks are created with the new one."""
+        self.close_tasks(list(self.tasks), clean=False)
+        old = self.collector.producer
+        self.collector = self._new_collector()
+        old.flush(0)
 
     # -- assignment ---------------------------------------------------------------------------------
     def assign(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
@@ -287,19 +299,25 @@ class TaskManager:
     def revoke(self) -> None:
         """Commit and close every task. A refused commit leaves no checkpoint: the stores hold
         updates the committed offsets do not cover, so the next owner restores without them."""
-        clean = True
         if self.tasks:
             try:
-                clean = self.commit()
+                if not self.commit():
+                    self.close_tasks(list(self.tasks))  # commit() dropped the producer if it aborted
+                    return
             except (KafkaException, ProductionException):
                 log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
-                self.abort_txn()
-                clean = False
-        self.close_tasks(list(self.tasks), clean=clean)
+                if self.abort_txn():
+                    self._drop_tasks_and_producer()
+                    return
+                self.close_tasks(list(self.tasks))
+                return
+        self.close_tasks(list(self.tasks), clean=True)
 
     def lost(self) -> None:
-        self.abort_txn()
-        self.close_tasks(list(self.tasks))
+        if self.abort_txn():
+            self._drop_tasks_and_producer()
+        else:
+            self.close_tasks(list(self.tasks))
 
     def committed_offsets(self, tps: list[TopicPart]) -> dict[TopicPart, int]:
         """The group's committed offsets (0 where none): what restores may keep (at-least-once)."""

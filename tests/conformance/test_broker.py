@@ -363,3 +363,89 @@ def drain_subscribed(consumer: Consumer, count: int) -> list[bytes]:
 
     wait_until(enough, f"{count} records from the subscription")
     return values
+
+
+def _commit_abort_then_read_past(bootstrap: str, admin: AdminClient, unique: str,
+                                 new_producer_after_abort: bool) -> list[bytes]:
+    """A producer commits, aborts, then (itself or a new producer) commits again, while a
+    read_committed consumer has already read past the abort marker: what that consumer sees."""
+    topic = f"tx-skip-{unique}"
+    create_topics(admin, {topic: 1})
+    tp = TopicPartition(topic, 0, 0)
+
+    def producer(tid: str) -> Producer:
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+        p.init_transactions(TIMEOUT)
+        return p
+
+    def transaction(p: Producer, values: list[bytes], commit: bool) -> None:
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v, partition=0)
+        assert p.flush(TIMEOUT) == 0
+        (p.commit_transaction if commit else p.abort_transaction)(TIMEOUT)
+
+    first = producer(f"tx-skip-{unique}")
+    transaction(first, [b"c1", b"c2"], commit=True)
+    transaction(first, [b"a1", b"a2"], commit=False)
+    with consumers(consumer_conf(bootstrap, f"r-{unique}", isolation_level="read_committed")) as (reader,):
+        reader.assign([tp])
+        _, end = reader.get_watermark_offsets(tp, timeout=TIMEOUT)
+        seen = drain(reader, tp, end)  # now positioned past the abort marker
+        second = producer(f"tx-skip-{unique}-2") if new_producer_after_abort else first
+        transaction(second, [b"c3", b"c4"], commit=True)
+        _, end = reader.get_watermark_offsets(tp, timeout=TIMEOUT)
+        return seen + drain(reader, tp, end)
+
+
+@pytest.mark.xfail(
+    ON_DEV_BROKER, strict=True,
+    reason="noida-db 0.2.3 lists a producer's aborted transaction in every later fetch response, so "
+    "librdkafka skips that producer's later batches (committed too) whenever the abort marker is not "
+    "in the same response: records silently lost to read_committed readers. The runtime never lets a "
+    "producer write after an abort (instance/runtime/membership.py). Strict, so the marker must go "
+    "when the broker is fixed",
+)
+def test_read_committed_sees_commits_after_an_abort_by_the_same_producer(
+        bootstrap: str, admin: AdminClient, unique: str) -> None:
+    assert _commit_abort_then_read_past(bootstrap, admin, unique, new_producer_after_abort=False) \
+        == [b"c1", b"c2", b"c3", b"c4"]
+
+
+def test_read_committed_sees_commits_of_a_new_producer_after_an_abort(
+        bootstrap: str, admin: AdminClient, unique: str) -> None:
+    """What the runtime does instead: a new transactional id after every abort."""
+    assert _commit_abort_then_read_past(bootstrap, admin, unique, new_producer_after_abort=True) \
+        == [b"c1", b"c2", b"c3", b"c4"]
+
+
+def test_list_and_fence_open_transactions_by_owner(bootstrap: str, admin: AdminClient, unique: str) -> None:
+    """ListTransactions finds a dead producer's open transaction; fencing it aborts it, so the
+    last stable offset moves on and read_committed readers get past it."""
+    from instance.runtime.group_admin import fence_transactions, list_transactions
+
+    topic = f"tx-fence-{unique}"
+    create_topics(admin, {topic: 1})
+    tp = TopicPartition(topic, 0, 0)
+    dead = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"app-{unique}-inst-1-1-00c0ffee"})
+    dead.init_transactions(TIMEOUT)
+    dead.begin_transaction()
+    dead.produce(topic, value=b"never committed", partition=0)
+    assert dead.flush(TIMEOUT) == 0  # and no commit or abort: the producer "dies" here
+    other = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"app-{unique}-inst-10-1-00c0ffee"})
+    other.init_transactions(TIMEOUT)
+    other.begin_transaction()
+    other.produce(topic, value=b"other", partition=0)
+    assert other.flush(TIMEOUT) == 0
+
+    ongoing = {tid for tid, _pid, state in list_transactions(bootstrap) if unique in tid}
+    assert ongoing == {f"app-{unique}-inst-1-1-00c0ffee", f"app-{unique}-inst-10-1-00c0ffee"}
+    fenced = fence_transactions(bootstrap, lambda tid: tid.startswith(f"app-{unique}-inst-1-1-"))
+    assert fenced == [f"app-{unique}-inst-1-1-00c0ffee"]
+    assert {tid for tid, _pid, _state in list_transactions(bootstrap) if unique in tid} \
+        == {f"app-{unique}-inst-10-1-00c0ffee"}
+    other.commit_transaction(TIMEOUT)
+    with consumers(consumer_conf(bootstrap, f"r-{unique}", isolation_level="read_committed")) as (reader,):
+        reader.assign([tp])
+        _, end = reader.get_watermark_offsets(tp, timeout=TIMEOUT)
+        assert drain(reader, tp, end) == [b"other"]

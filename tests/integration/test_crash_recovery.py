@@ -15,8 +15,14 @@ pytestmark = pytest.mark.integration
 LINES = 30_000  # ~225k words through the repartition topic and the count store
 
 
-@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
-def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: str) -> None:
+@pytest.mark.parametrize(("guarantee", "kill_at"), [
+    ("at_least_once", 10), ("exactly_once_v2", 10),
+    # early: the killed instance most likely still has a transaction open on the repartition
+    # topic, which its restart must abort (the dev broker never times it out) without its next
+    # producer's records being skipped by read_committed readers (runtime/membership.py)
+    ("exactly_once_v2", 50),
+])
+def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: str, kill_at: int) -> None:
     # dynamic membership, restarted with the same instance id and state dir: the restarted
     # instance removes the member its previous run left in the group before it joins
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, f"processing.guarantee={guarantee}",
@@ -32,9 +38,9 @@ def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: s
 
         def some_progress() -> bool:
             got = query_all(target, words[:5], allow_stale=True)
-            return all(v and v > truth[w] // 10 for w, v in got.items())
+            return all(v and v > truth[w] // kill_at for w, v in got.items())
 
-        wait_until(some_progress, 120, "a tenth of the input to be counted", cluster.logs)
+        wait_until(some_progress, 120, f"1/{kill_at} of the input to be counted", cluster.logs)
         cluster.signal(1, signal.SIGKILL)
         cluster.wait_exit(1, 30)
         cluster.start([1])  # same instance id and state dir

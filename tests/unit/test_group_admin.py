@@ -18,8 +18,10 @@ from instance.runtime.group_admin import (
     decode_api_versions,
     decode_find_coordinator,
     decode_leave_group,
+    decode_list_transactions,
     encode_find_coordinator,
     encode_leave_group,
+    encode_list_transactions,
     encode_request,
     error_name,
     pick_version,
@@ -42,6 +44,34 @@ def test_request_header_v1_with_size_prefix() -> None:
     frame = encode_request(13, 3, 7, b"BODY", client_id="me")
     header = struct.pack(">hhi", 13, 3, 7) + b"\x00\x02me"
     assert frame == struct.pack(">i", len(header) + 4) + header + b"BODY"
+
+
+def test_flexible_request_header_v2_adds_empty_tagged_fields() -> None:
+    frame = encode_request(66, 0, 7, b"BODY", client_id="me", flexible=True)
+    header = struct.pack(">hhi", 66, 0, 7) + b"\x00\x02me" + b"\x00"  # client id stays a STRING
+    assert frame == struct.pack(">i", len(header) + 4) + header + b"BODY"
+
+
+def test_list_transactions_v0_state_filter_as_compact_array() -> None:
+    # COMPACT_ARRAY length is N+1 as an unsigned varint; COMPACT_STRING length is bytes+1
+    assert encode_list_transactions(["Ongoing"]) == b"\x02" + b"\x08Ongoing" + b"\x01" + b"\x00"
+    assert encode_list_transactions([]) == b"\x01\x01\x00"
+
+
+def test_decode_list_transactions_skips_tagged_fields() -> None:
+    tid = "app-inst-1-" + "ab" * 4 + "é" * 70  # 152 bytes: a two-byte varint length
+    raw = tid.encode()
+    state = b"\x08Ongoing"
+    body = (b"\x01\x05\x02hi"  # response header: one tagged field (tag 5, 2 bytes)
+            + struct.pack(">ih", 0, 0) + b"\x02\x04Bad"  # throttle, error, unknown_state_filters
+            + b"\x03"  # two transaction states
+            + bytes([(len(raw) + 1) & 0x7F | 0x80, (len(raw) + 1) >> 7]) + raw + struct.pack(">q", 4242)
+            + state + b"\x00"
+            + b"\x03t2" + struct.pack(">q", -1) + b"\x06Empty" + b"\x00"
+            + b"\x00")
+    assert decode_list_transactions(body) == (0, [(tid, 4242, "Ongoing"), ("t2", -1, "Empty")])
+    with pytest.raises(GroupAdminError):
+        decode_list_transactions(body[:20])
 
 
 def test_find_coordinator_key_type_only_from_v1() -> None:
