@@ -301,19 +301,20 @@ class TaskManager:
         updates the committed offsets do not cover, so the next owner restores without them."""
         if self.tasks:
             try:
-                if not self.commit():
-                    self.close_tasks(list(self.tasks))  # commit() dropped the producer if it aborted
+                if self.commit():
+                    self.close_tasks(list(self.tasks), clean=True)
                     return
             except (KafkaException, ProductionException):
                 log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
-                if self.abort_txn():
-                    self._drop_tasks_and_producer()
-                    return
-                self.close_tasks(list(self.tasks))
+                self._abort_and_close()
                 return
-        self.close_tasks(list(self.tasks), clean=True)
+        self.close_tasks(list(self.tasks))  # refused: if it aborted, commit() closed them already
 
     def lost(self) -> None:
+        self._abort_and_close()
+
+    def _abort_and_close(self) -> None:
+        """Abort an open transaction and close every task dirty (with a new producer after an abort)."""
         if self.abort_txn():
             self._drop_tasks_and_producer()
         else:

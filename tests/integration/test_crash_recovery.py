@@ -5,16 +5,40 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from devtools.cluster import produce, sample_lines
+from devtools.cluster import LocalCluster, produce, sample_lines
 from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
 
 LINES = 30_000  # ~225k words through the repartition topic and the count store
+
+
+def wait_for_counts(target: str, truth: Counter[str], cluster: LocalCluster, exact: bool) -> None:
+    """Until every count is exact (exactly-once, which never counts a record twice: asserted at
+    every poll) or at least the truth (at-least-once)."""
+    words = sorted(truth)
+    last: dict[str, object] = {}
+
+    def diff() -> str:
+        return "counts that differ (got, truth): " + str(
+            {w: (last.get(w), truth[w]) for w in words if last.get(w) != truth[w]}) + "\n" + cluster.logs()
+
+    def done() -> bool:
+        got = query_all(target, words)
+        last.clear()
+        last.update(got)
+        if exact:
+            over = {w: (got[w], truth[w]) for w in words if got[w] is not None and got[w] > truth[w]}
+            assert not over, f"exactly_once_v2 counted records twice: {over}\n{cluster.logs()}"
+            return got == dict(truth)
+        return all(got[w] is not None and got[w] >= truth[w] for w in words)
+
+    wait_until(done, 150, f"every count to be {'exact' if exact else '>= truth'}", diff)
 
 
 @pytest.mark.parametrize(("guarantee", "kill_at"), [
@@ -47,25 +71,7 @@ def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: s
         cluster.wait_exit(1, 30)
         cluster.start([1])  # same instance id and state dir
 
-        last: dict[str, object] = {}
-
-        def diff() -> str:
-            return "counts that differ (got, truth): " + str(
-                {w: (last.get(w), truth[w]) for w in words if last.get(w) != truth[w]}) + "\n" + cluster.logs()
-
-        def done() -> bool:
-            got = query_all(target, words)
-            last.clear()
-            last.update(got)
-            if guarantee == "exactly_once_v2":
-                # exactly-once never counts a record twice, whatever else happens
-                over = {w: (got[w], truth[w]) for w in words if got[w] is not None and got[w] > truth[w]}
-                assert not over, f"exactly_once_v2 counted records twice: {over}\n{cluster.logs()}"
-                return got == dict(truth)
-            return all(got[w] is not None and got[w] >= truth[w] for w in words)
-
-        wait_until(done, 150, f"every count to be {'exact' if guarantee == 'exactly_once_v2' else '>= truth'}",
-                   diff)
+        wait_for_counts(target, truth, cluster, exact=guarantee == "exactly_once_v2")
         final = query_all(target, words)
         assert set(final) == set(truth)
         if guarantee == "exactly_once_v2":
@@ -108,17 +114,7 @@ def test_kill9_with_a_transaction_open_survivor_takes_over_exactly(bootstrap: st
         cluster.signal(1, signal.SIGKILL)
         cluster.wait_exit(1, 30)
         feeder.join(60)
-        last: dict[str, object] = {}
-
-        def exact() -> bool:
-            last.clear()
-            last.update(query_all(target, words))
-            over = {w: (v, truth[w]) for w in words if isinstance(v := last[w], int) and v > truth[w]}
-            assert not over, f"exactly_once_v2 counted records twice: {over}\n{cluster.logs()}"
-            return last == dict(truth)
-
-        wait_until(exact, 150, "every count to be exact on the survivor",
-                   lambda: f"got {last}\n{cluster.logs()}")
+        wait_for_counts(target, truth, cluster, exact=True)
         print("\n" + "\n".join(line for line in cluster.logs().splitlines() if "open transaction" in line))
     finally:
         cluster.stop()
