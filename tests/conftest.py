@@ -1,8 +1,9 @@
 """Shared fixtures: a Kafka-protocol broker for the whole test session.
 
-Set ``IQMESH_BOOTSTRAP=host:port`` to run against an existing broker (e.g. a real Apache Kafka);
-otherwise one noida-db dev broker is started lazily, on a free port, the first time a test asks for
-``bootstrap``, and stopped when the session ends.
+Set ``IQMESH_BOOTSTRAP=host:port`` to run against an existing broker; otherwise one broker of the
+engine ``IQMESH_BROKER`` names (``dev``: noida-db, the default; ``kafka``: Apache Kafka itself) is
+started lazily, on a free port, the first time a test asks for ``bootstrap``, and stopped when the
+session ends.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from devtools.broker import start_broker, stop_broker, wait_for_broker
+from devtools import engines
+from devtools.broker import wait_for_broker
 
 
 @pytest.fixture(scope="session")
@@ -26,11 +28,11 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield external
         return
     data_dir = tmp_path_factory.mktemp("broker")
-    handle = start_broker(data_dir)
+    handle = engines.start(engines.test_engine(), data_dir)
     try:
         yield handle.bootstrap
     finally:
-        stop_broker(data_dir)
+        engines.stop(data_dir)
 
 
 @pytest.fixture(scope="session")
