@@ -60,6 +60,8 @@ class StreamsConfig:
     state_cleanup_delay_ms: int = field(default=600_000, metadata={"name": "state.cleanup.delay.ms"})
     max_poll_interval_ms: int = field(default=300_000, metadata={"name": "max.poll.interval.ms"})
     heartbeat_interval_ms: int = field(default=1000, metadata={"name": "iqmesh.heartbeat.interval.ms"})
+    #: how long a commit waits for a broker that does not answer before the thread fails (KIP-572)
+    task_timeout_ms: int = field(default=300_000, metadata={"name": "task.timeout.ms"})
     #: exception handlers and timestamp extractor: short names, Kafka Streams' class names, or
     #: ``module:attribute`` (instance/runtime/handlers.py, timestamps.py)
     default_deserialization_exception_handler: str = field(
@@ -78,8 +80,9 @@ class StreamsConfig:
     max_task_idle_ms: int = field(default=0, metadata={"name": "max.task.idle.ms"})
     in_memory_stores: bool = field(default=False, metadata={"name": "iqmesh.in.memory.stores"})
     #: announce membership changes so peers commit first, remove dead members, fence zombie
-    #: producers (instance/runtime/membership.py); needed on the dev broker, harmless on Kafka
-    membership_assist: bool = field(default=True, metadata={"name": "iqmesh.membership.assist"})
+    #: producers (instance/runtime/membership.py): ``auto`` (on for the dev broker, off for Apache
+    #: Kafka, runtime/broker_kind.py), ``true`` or ``false``
+    membership_assist: str = field(default="auto", metadata={"name": "iqmesh.membership.assist"})
     #: transport security of the query server, the forwarding hop and the gateway (router/security.py)
     tls_cert_file: str = field(default="", metadata={"name": TLS_CERT_FILE})
     tls_key_file: str = field(default="", metadata={"name": TLS_KEY_FILE})
@@ -106,10 +109,12 @@ class StreamsConfig:
         problems.extend(_handler_problems(self))
         if self.max_task_idle_ms < -1:
             problems.append("max.task.idle.ms must be -1 (never wait), 0 or a positive number of ms")
+        if self.membership_assist not in ("auto", "true", "false"):
+            problems.append(f"iqmesh.membership.assist must be auto, true or false, got {self.membership_assist!r}")
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
         for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",
-                     "heartbeat_interval_ms", "max_poll_interval_ms"):
+                     "heartbeat_interval_ms", "max_poll_interval_ms", "task_timeout_ms"):
             if getattr(self, name) <= 0:
                 problems.append(f"{_NAMES_BY_FIELD[name]} must be positive")
         try:
@@ -209,6 +214,9 @@ def _handler_problems(config: StreamsConfig) -> list[str]:
 
 
 def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:
+    if f.name == "membership_assist":  # auto, or a boolean in any of its spellings
+        text = str(raw).strip().lower()
+        return text if text == "auto" else str(_bool(raw)).lower()
     if f.type in ("int", int):
         return int(raw)
     if f.type in ("bool", bool):

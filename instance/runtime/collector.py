@@ -7,7 +7,9 @@ for a key is the partition the record was written to.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,9 +17,21 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.kafka_log import client_logging
+from instance.runtime.task_timeout import TaskTimeoutException, kafka_error
 from router.partitioner import LIBRDKAFKA_PARTITIONER
 
 Headers = list[tuple[str, str | bytes | None]]
+log = logging.getLogger(__name__)
+
+#: fatal producer errors that a new producer does not cure: the thread fails
+AUTHORIZATION_ERRORS = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                                  KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+
+
+class ProducerLostException(StreamsException):
+    """The producer cannot go on (fenced, or a fatal error such as an out-of-order sequence after
+    a broker lost its producer state): the records it did not write are lost with it, so the tasks
+    are closed dirty and the thread goes on with a new producer (Kafka Streams' TaskMigrated)."""
 
 #: errors after which the producer cannot go on: never offered to the production handler
 _FATAL = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
@@ -40,6 +54,11 @@ def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
         "enable.idempotence": True,
         "acks": "all",
     }
+    if not transactional_id:
+        # at-least-once: a record waits for a restarting broker as long as the commit that
+        # flushes it does (task.timeout.ms); under exactly-once librdkafka bounds it by
+        # transaction.timeout.ms and the transaction aborts
+        conf["message.timeout.ms"] = 0
     if transactional_id:
         conf["transactional.id"] = transactional_id
         conf["transaction.timeout.ms"] = 10_000  # Kafka Streams' default: a dead producer's transaction
@@ -69,6 +88,7 @@ class RecordCollector:
         self._where = ""
         self._lock = threading.Lock()
         self.on_delivery_error: Callable[[KafkaError, Any], None] | None = None
+        self.transaction_timeout_ms = int(conf.get("transaction.timeout.ms", 60_000))
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              partition: int = -1, headers: Headers | None = None) -> None:
@@ -114,16 +134,41 @@ class RecordCollector:
                 return
         self._fail(err, f"{msg.topic()}[{msg.partition()}]")
 
-    def flush(self, timeout: float = 60.0) -> None:
-        remaining = self.producer.flush(timeout)
-        if remaining:
-            raise StreamsException(f"{remaining} records were not acknowledged within {timeout}s")
+    def flush(self, timeout_ms: int = 60_000, name: str = "") -> None:
+        """Wait until every record sent is acknowledged (``task.timeout.ms`` at most: a broker that
+        is restarting is waited for), then raise the first failed delivery, if any."""
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        waited = False
+        while remaining := self._flush(min(5.0, max(0.0, deadline - time.monotonic()))):
+            if self._error is not None:
+                break  # a failed record: no use waiting for the rest
+            if time.monotonic() >= deadline:
+                raise TaskTimeoutException(f"{remaining} records were not acknowledged within "
+                                           f"task.timeout.ms={timeout_ms} ms; is the broker reachable?")
+            if not waited:
+                waited = True
+                log.warning("%s: %d records not acknowledged yet; waiting for the broker for up to "
+                            "task.timeout.ms=%d ms", name, remaining, timeout_ms)
         self.check()
+
+    def _flush(self, timeout: float) -> int:
+        try:
+            return int(self.producer.flush(timeout))
+        except (KafkaException, SystemError) as e:
+            # a fatal error is raised from flush (confluent-kafka may wrap it in a SystemError
+            # when the error callback runs with it pending)
+            err = kafka_error(e) or kafka_error(e.__cause__ or e.__context__ or e)
+            if err is None:
+                raise
+            self._fail(err, "the producer")
+            return 1
 
     def check(self) -> None:
         if self._error is not None:
             err, self._error = self._error, None
-            raise StreamsException(f"a record could not be written to {self._where}: {err.name()}: {err.str()}") \
+            lost = err.fatal() and err.code() not in AUTHORIZATION_ERRORS
+            raise (ProducerLostException if lost else StreamsException)(
+                f"a record could not be written to {self._where}: {err.name()}: {err.str()}") \
                 from KafkaException(err)
 
     def poll(self) -> None:

@@ -21,6 +21,7 @@ from instance.errors import (
     UnknownStateStoreException,
 )
 from instance.runtime import internal_topics
+from instance.runtime.broker_kind import membership_assist
 from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator
@@ -132,6 +133,7 @@ class KafkaStreams:
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)
             ensure_metadata_topic(admin, self.config.application_id, self.config.replication_factor)
+            assist = membership_assist(self.config.membership_assist, admin)
         except BaseException:
             self._sm.set(State.PENDING_ERROR)
             self._sm.set(State.ERROR)
@@ -148,7 +150,7 @@ class KafkaStreams:
                                          self.config.heartbeat_interval_ms, on_tick=self._on_metadata_tick)
         self.membership = MembershipCoordinator(self.config, self.view, self._metadata.publish_now,
                                                 lambda: list(self.threads), self._metadata.publish_tombstone,
-                                                self._metadata.loaded)
+                                                self._metadata.loaded, enabled=assist)
         self._metadata.start()
         for i in range(self.config.num_stream_threads):
             self._start_thread(i + 1)

@@ -4,8 +4,8 @@ Two brokers, one runtime. Apache Kafka accepts offset commits from the current g
 a rebalance is being prepared, and expires a member whose session timed out. The dev broker
 (noida-db) refuses commits once a rebalance has started and never expires a dead member (see
 ``tests/conformance/test_group_membership.py``). Everything this runtime does about that lives
-here, behind one setting, ``iqmesh.membership.assist`` (default true: needed on the dev broker,
-harmless on Apache Kafka):
+here, behind one setting, ``iqmesh.membership.assist`` (default ``auto``: on for the dev broker,
+off for Apache Kafka, which needs none of it; runtime/broker_kind.py tells them apart):
 
 * **Handover.** Before this instance causes a rebalance (joining, leaving, removing a dead
   member) it announces an *intent* in its published InstanceInfo. Every live instance commits,
@@ -87,9 +87,11 @@ class MembershipCoordinator:
 
     def __init__(self, config: StreamsConfig, view: ClusterView, publish_now: Callable[[], None],
                  threads: Callable[[], Sequence[StreamThread]],
-                 publish_tombstone: Callable[[str], None], view_loaded: threading.Event) -> None:
+                 publish_tombstone: Callable[[str], None], view_loaded: threading.Event,
+                 enabled: bool) -> None:
         self.config = config
-        self.enabled = config.membership_assist
+        #: the resolved ``iqmesh.membership.assist`` (broker_kind.membership_assist)
+        self.enabled = enabled
         self.me = config.instance_id
         self.view = view
         self._publish_now = publish_now

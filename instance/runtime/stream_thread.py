@@ -28,6 +28,7 @@ from instance.runtime.membership import MembershipCoordinator, thread_client_pre
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.task import system_clock_ms
 from instance.runtime.task_manager import TaskManager
+from instance.runtime.task_timeout import retrying
 from instance.topology.topology import Topology
 from router.task_id import TaskId
 
@@ -174,7 +175,9 @@ class StreamThread(threading.Thread):
                                                     config.client_overrides("producer."), transactional_id=tid))
         collector.on_delivery_error = self.errors.delivery_failed
         if tid is not None:
-            collector.producer.init_transactions(30)
+            producer = collector.producer
+            retrying(lambda: producer.init_transactions(30), "initialising transactions", config.task_timeout_ms,
+                     self.name)
         return collector
 
     def _committed_lookup(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

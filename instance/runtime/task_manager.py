@@ -10,6 +10,7 @@ loops; the consumer it owns is lent here for commits and pauses.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -22,13 +23,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
-from instance.runtime.collector import RecordCollector
+from instance.runtime.collector import AUTHORIZATION_ERRORS, ProducerLostException, RecordCollector
 from instance.runtime.handlers import LATE_OR_INVALID, ErrorHandling
 from instance.runtime.internal_topics import TopicLayout
 from instance.runtime.punctuation import NEVER
 from instance.runtime.standby import StandbyTask, StandbyTasks
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task import StreamTask, system_clock_ms
+from instance.runtime.task_timeout import TaskTimeoutException, retrying
 from instance.runtime.timestamps import timestamp_extractor
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
@@ -187,13 +189,17 @@ class TaskManager:
         for task in running:
             task.flush()
         offsets = self._offsets()
-        if self.config.eos:
-            if not self._commit_transaction(offsets):
-                return False
-        else:
-            self.collector.flush()
-            if offsets and not self._commit_offsets(offsets):
-                return False
+        try:
+            if self.config.eos:
+                if not self._commit_transaction(offsets):
+                    return False
+            else:
+                self.collector.flush(self.config.task_timeout_ms, self.name)
+                if offsets and not self._commit_offsets(offsets):
+                    return False
+        except ProducerLostException as e:
+            self._producer_lost(str(e))
+            return False
         for task in running:
             task.commit_requested = False
             task.committable.clear()
@@ -214,26 +220,32 @@ class TaskManager:
         Streams' TaskMigrated handling."""
         assert self.consumer is not None
         producer = self.collector.producer
+        # waiting longer than the transaction's timeout is no use: the broker aborts it by then
+        wait_ms = min(self.config.task_timeout_ms, self.collector.transaction_timeout_ms)
         try:
             if offsets:
-                producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
-            producer.commit_transaction(60)
+                group = self.consumer.consumer_group_metadata()
+                retrying(lambda: producer.send_offsets_to_transaction(offsets, group, 30),
+                         "adding the offsets to the transaction", wait_ms, self.name)
+            retrying(lambda: producer.commit_transaction(60), "committing the transaction", wait_ms, self.name)
             self._in_txn = False
             self.collector.check()
             for task in self.tasks.values():
                 task.state.transaction_committed()
             return True
+        except TaskTimeoutException as e:
+            # the broker is away: leave the transaction to its timeout (or to the janitor's fence
+            # on the dev broker) and start over with a new producer once it is back
+            self._producer_lost(str(e))
+            return False
         except KafkaException as e:
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-            if err is not None and err.code() in FENCED_ERRORS:
+            if err is not None and (err.code() in FENCED_ERRORS
+                                    or (err.fatal() and err.code() not in AUTHORIZATION_ERRORS)):
                 # another producer took our transactional id (a peer fenced us as dead, or a
-                # newer run of this instance): our transaction is gone; start over as Kafka
-                # Streams does on TaskMigrated, with a new producer
-                log.warning("%s: producer fenced (%s); closing tasks dirty, new producer, rejoining",
-                            self.name, err.name())
-                self._in_txn = False
-                self._drop_tasks_and_producer()
-                self.rejoin_requested = True
+                # newer run of this instance), or the producer cannot go on: our transaction is
+                # gone; start over as Kafka Streams does on TaskMigrated, with a new producer
+                self._producer_lost(f"{err.name()}: {err.str()}")
                 return False
             if err is None or err.fatal() or not (err.txn_requires_abort() or err.code() in REBALANCE_ERRORS):
                 raise
@@ -248,8 +260,10 @@ class TaskManager:
         calls this TaskMigrated: the records since the last commit are processed again by
         whoever owns them next (at-least-once), so the thread keeps going instead of dying."""
         assert self.consumer is not None
+        consumer = self.consumer
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+            retrying(lambda: consumer.commit(offsets=offsets, asynchronous=False), "committing offsets",
+                     self.config.task_timeout_ms, self.name, final=REBALANCE_ERRORS)
             return True
         except KafkaException as e:
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
@@ -263,9 +277,18 @@ class TaskManager:
         thread (raised)."""
         if self.config.eos and self._in_txn:
             self._in_txn = False
-            self.collector.producer.abort_transaction(30)
+            producer = self.collector.producer
+            retrying(lambda: producer.abort_transaction(30), "aborting the transaction",
+                     self.config.task_timeout_ms, self.name)
             return True
         return False
+
+    def _producer_lost(self, why: str) -> None:
+        log.warning("%s: the producer cannot go on (%s); closing tasks dirty, new producer, rejoining",
+                    self.name, why)
+        self._in_txn = False
+        self._drop_tasks_and_producer()
+        self.rejoin_requested = True
 
     def _drop_tasks_and_producer(self) -> None:
         """After an abort or a fence: close every task dirty (their stores may hold aborted writes
@@ -275,7 +298,8 @@ class TaskManager:
         self.close_tasks(list(self.tasks), clean=False)
         old = self.collector.producer
         self.collector = self._new_collector()
-        old.flush(0)
+        with contextlib.suppress(KafkaException, SystemError):  # a producer that failed fatally raises
+            old.flush(0)
 
     # -- assignment ---------------------------------------------------------------------------------
     def assign(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
@@ -324,7 +348,9 @@ class TaskManager:
         """The group's committed offsets (0 where none): what restores may keep (at-least-once)."""
         if self.consumer is None or not tps:
             return {}
-        found = self.consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=30)
+        consumer = self.consumer
+        found = retrying(lambda: consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=30),
+                         "reading the committed offsets", self.config.task_timeout_ms, self.name)
         return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in found}
 
     def _create_task(self, tid: TaskId, committed: dict[TopicPart, int]) -> None:
@@ -342,9 +368,11 @@ class TaskManager:
             task.max_idle_ms = config.max_task_idle_ms
         # input the previous owner may have processed (and answered queries from) beyond the
         # commit: answers are flagged stale until this task has processed it again
+        consumer = self.consumer
         for t in task.sources:
-            end = self.consumer.get_watermark_offsets(TopicPartition(t, tid.partition), timeout=10)[1] \
-                if self.consumer is not None else 0
+            tp = TopicPartition(t, tid.partition)
+            end = retrying(partial(consumer.get_watermark_offsets, tp, timeout=10), "reading an end offset",
+                           config.task_timeout_ms, self.name)[1] if consumer is not None else 0
             if end > committed.get((t, tid.partition), 0):
                 task.catch_up_to[t] = end
         marks = None if config.eos else {t: committed.get((t, tid.partition), 0) for t in task.sources}

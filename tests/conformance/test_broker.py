@@ -1,8 +1,10 @@
 """Broker conformance: the Kafka behaviours the iqmesh streams runtime relies on.
 
-Runs against the noida-db dev broker by default; point it at any other broker with
-``IQMESH_BOOTSTRAP=host:port pytest tests/conformance``. Real broker only: every wait is a poll loop
-on a condition with a deadline.
+Runs against the broker the suite starts (``IQMESH_BROKER``: the noida-db dev broker by default,
+``kafka`` for Apache Kafka) or any other with ``IQMESH_BOOTSTRAP=host:port pytest tests/conformance``.
+Where the dev broker departs from Apache Kafka a test pins its behaviour there (``ON_DEV_BROKER``)
+and asserts Kafka's everywhere else, so each assumption of the runtime is checked on both. Real broker
+only: every wait is a poll loop on a condition with a deadline.
 """
 
 from __future__ import annotations
@@ -17,11 +19,22 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from devtools import engines
+from instance.runtime.broker_kind import describes_itself_as_kafka, membership_assist
 from router.partitioner import default_partition
 
 pytestmark = pytest.mark.integration
 
-ON_DEV_BROKER = not os.environ.get("IQMESH_BOOTSTRAP")
+
+def _on_dev_broker() -> bool:
+    """The suite's own broker is known by its engine; an external one is asked, as the runtime asks."""
+    external = os.environ.get("IQMESH_BOOTSTRAP")
+    if not external:
+        return engines.test_engine() == "dev"
+    return not describes_itself_as_kafka(AdminClient({"bootstrap.servers": external}))
+
+
+ON_DEV_BROKER = _on_dev_broker()
 TIMEOUT = 30.0
 
 
@@ -128,6 +141,13 @@ def drain(consumer: Consumer, tp: TopicPartition, end: int) -> list[bytes]:
 
 
 # --------------------------------------------------------------------------------------------- topics
+
+
+def test_membership_assist_auto_is_on_for_the_dev_broker_only(admin: AdminClient) -> None:
+    """``iqmesh.membership.assist=auto`` runs the dev broker's workarounds there and nowhere else."""
+    assert membership_assist("auto", admin) is ON_DEV_BROKER
+    assert membership_assist("true", admin) is True
+    assert membership_assist("false", admin) is False
 
 
 def test_create_compacted_topic_with_partitions(admin: AdminClient, unique: str) -> None:

@@ -2,8 +2,8 @@
 
 Members that die really die: each runs in a child process (``python -c``) and is killed with
 SIGKILL; survivors run in this process. On the dev broker (noida-db) the tests pin its behaviour;
-with ``IQMESH_BOOTSTRAP`` set they assert Apache Kafka's. Every wait is a poll loop with a deadline,
-and the seconds measured are printed (``pytest -s``).
+on Apache Kafka (``IQMESH_BROKER=kafka``, or ``IQMESH_BOOTSTRAP``) they assert Kafka's. Every wait is
+a poll loop with a deadline, and the seconds measured are printed (``pytest -s``).
 """
 
 from __future__ import annotations
@@ -24,11 +24,17 @@ from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from instance.runtime.group_admin import GroupMember, describe_group_members, fence_transactional_id, remove_members
-from tests.conformance.test_broker import consumers, covers_exactly_once, create_topics, parts, wait_until
+from tests.conformance.test_broker import (
+    ON_DEV_BROKER,
+    consumers,
+    covers_exactly_once,
+    create_topics,
+    parts,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
-ON_DEV_BROKER = not os.environ.get("IQMESH_BOOTSTRAP")
 SESSION_MS = 6000  # the dev broker rejects anything lower (Kafka's group.min.session.timeout.ms)
 SESSION_S = SESSION_MS / 1000
 

@@ -60,10 +60,10 @@ def test_help_has_no_markup_and_each_broker_action_its_own() -> None:
     assert top.returncode == 0 and "``" not in top.stdout and "iqmesh demo" in top.stdout
     start = _iqmesh("broker", "start", "--help")
     assert start.returncode == 0
-    assert "start the dev broker" in start.stdout and "--port" in start.stdout
+    assert "start the broker" in start.stdout and "--port" in start.stdout and "--engine" in start.stdout
     assert "(default: .iqmesh/broker)" in " ".join(start.stdout.split())
     stop = _iqmesh("broker", "stop", "--help")
-    assert "--port" not in stop.stdout and "stop the dev broker" in stop.stdout
+    assert "--port" not in stop.stdout and "--engine" not in stop.stdout and "stop the broker" in stop.stdout
     get = " ".join(_iqmesh("get", "--help").stdout.split())
     for flag in ("--store STORE name of the state store", "--max-lag MAX_LAG", "(default: 10.0)", "(default: -1)"):
         assert flag in get, get
