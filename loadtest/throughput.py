@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from devtools import broker as devbroker
+from devtools import engines
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = [("stateful", "at-least-once", False), ("stateless", "at-least-once", False),
@@ -67,6 +67,8 @@ def _median(rows: list[dict[str, object]], lib: str, mode: str, guarantee: str, 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap")
+    ap.add_argument("--engine", choices=("dev", "kafka"), default="dev",
+                    help="the broker to start without --bootstrap: dev (noida-db) or kafka (Apache Kafka)")
     ap.add_argument("-n", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--peer-dir", default=str(REPO.parent / "shared" / "bench"))
@@ -77,7 +79,7 @@ def main() -> int:
     bootstrap = args.bootstrap
     if not bootstrap:
         tmp = Path(tempfile.mkdtemp(prefix="iqmesh-bench-broker-"))
-        bootstrap = devbroker.start_broker(tmp).bootstrap
+        bootstrap = engines.start(args.engine, tmp).bootstrap
     try:
         topic = f"pb-in-{args.n}"
         rows: list[dict[str, object]] = []
@@ -100,7 +102,7 @@ def main() -> int:
         return 0
     finally:
         if tmp is not None:
-            devbroker.stop_broker(tmp)
+            engines.stop(tmp)
 
 
 if __name__ == "__main__":

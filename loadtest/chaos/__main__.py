@@ -31,7 +31,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=None, help="base seed (default: from the clock; printed)")
     ap.add_argument("--guarantee", nargs="+", choices=GUARANTEES, default=["at_least_once"],
                     help="processing.guarantee (several: each scenario runs under each)")
-    ap.add_argument("--bootstrap", help="an existing Kafka-protocol broker (default: start a dev broker)")
+    ap.add_argument("--bootstrap", help="an existing Kafka-protocol broker (default: start one of --engine)")
+    ap.add_argument("--engine", choices=("dev", "kafka"), default="dev",
+                    help="the broker to start: dev (noida-db) or kafka (Apache Kafka, resolved with Maven)")
     ap.add_argument("--keep-logs", type=Path, metavar="DIR", help="keep every run's instance logs here")
     ap.add_argument("--lines-per-s", type=float, default=1000.0)
     ap.add_argument("--seconds", type=float, default=16.0, help="how long the input flows")
@@ -54,11 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bootstrap = args.bootstrap
         if not bootstrap:
-            from devtools import broker
+            from devtools import engines
 
             broker_dir = Path(tempfile.mkdtemp(prefix="iqmesh-chaos-broker-"))
-            bootstrap = broker.start_broker(broker_dir).bootstrap
-            print(f"dev broker at {bootstrap}", flush=True)
+            bootstrap = engines.start(args.engine, broker_dir).bootstrap
+            print(f"{args.engine} broker at {bootstrap}", flush=True)
         for name in names:
             for guarantee in args.guarantee:
                 for i in range(args.runs):
@@ -72,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; the table covers the finished runs", flush=True)
     finally:
         if broker_dir is not None:
-            from devtools import broker
+            from devtools import engines
 
-            broker.stop_broker(broker_dir)
+            engines.stop(broker_dir)
             shutil.rmtree(broker_dir, ignore_errors=True)
     print("\n" + table(results) + "\n", flush=True)
     failed = [r for r in results if r.violations()]
