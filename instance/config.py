@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from instance.errors import ConfigException
+from instance.kafka_clients import ClientKind, client_config, is_client_setting
 from router.security import AUTH_TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 
 AT_LEAST_ONCE = "at_least_once"
@@ -169,7 +170,7 @@ class StreamsConfig:
         for name, raw in props.items():
             f = _FIELDS_BY_NAME.get(name)
             if f is None:
-                if name.startswith(("consumer.", "producer.")):
+                if is_client_setting(name):
                     extra[name] = str(raw)
                     continue
                 unknown.append(name)
@@ -192,9 +193,9 @@ class StreamsConfig:
         out.update(self.extra)
         return out
 
-    def client_overrides(self, prefix: str) -> dict[str, str]:
-        """Settings given as ``consumer.x``/``producer.x``, with the prefix removed."""
-        return {k[len(prefix):]: v for k, v in self.extra.items() if k.startswith(prefix)}
+    def client_config(self, kind: ClientKind, **ours: Any) -> dict[str, Any]:
+        """The configuration of one of this instance's Kafka clients (instance/kafka_clients.py)."""
+        return client_config(self.bootstrap_servers, self.extra, kind, **ours)
 
 
 def _handler_problems(config: StreamsConfig) -> list[str]:

@@ -15,8 +15,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
-from instance.runtime.kafka_log import client_logging
 from instance.runtime.task_timeout import TaskTimeoutException, kafka_error
 from router.partitioner import LIBRDKAFKA_PARTITIONER
 
@@ -39,11 +39,8 @@ _FATAL = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.I
                     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 
 
-def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
-                    transactional_id: str | None = None) -> dict[str, Any]:
+def producer_config(config: StreamsConfig, client_id: str, transactional_id: str | None = None) -> dict[str, Any]:
     conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        **client_logging(),
         "client.id": client_id,
         "partitioner": LIBRDKAFKA_PARTITIONER,
         "linger.ms": 5,
@@ -63,8 +60,7 @@ def producer_config(bootstrap: str, client_id: str, overrides: dict[str, str],
         conf["transactional.id"] = transactional_id
         conf["transaction.timeout.ms"] = 10_000  # Kafka Streams' default: a dead producer's transaction
         # blocks read_committed readers at most this long (on brokers that abort it; see membership.py)
-    conf.update(overrides)
-    return conf
+    return config.client_config("producer", **conf)
 
 
 class RecordCollector:

@@ -26,7 +26,6 @@ from instance.errors import ProductionException, StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.global_state import GLOBAL_ID, GlobalStateManager
 from instance.runtime.handlers import ErrorHandling
-from instance.runtime.kafka_log import client_logging
 from instance.state.kv_store import KeyValueStore
 from instance.topology.topology import Topology
 
@@ -59,10 +58,9 @@ class GlobalStreamThread(threading.Thread):
         self.state = GlobalStateManager(topology, partitions, config.app_state_dir, config.application_id,
                                         self.errors, config.in_memory_stores)
         self._owner = _GlobalOwner(self.state)
-        conf = {"bootstrap.servers": config.bootstrap_servers, **client_logging(),
-                "group.id": f"{config.application_id}-global",
-                "client.id": f"{config.instance_id}-global",
-                "isolation.level": "read_committed" if config.eos else "read_uncommitted"}
+        conf = config.client_config("global.consumer", **{
+            "group.id": f"{config.application_id}-global", "client.id": f"{config.instance_id}-global",
+            "isolation.level": "read_committed" if config.eos else "read_uncommitted"})
         self.reader = StoreChangelogReader(conf, committed=None)
         self._stopping = threading.Event()
         self._on_error = on_error
@@ -81,8 +79,8 @@ class GlobalStreamThread(threading.Thread):
                           headers: Any) -> None:
         """Dead-letter records of the global topics (a producer made on the first one)."""
         if self._producer is None:
-            self._producer = Producer({"bootstrap.servers": self.config.bootstrap_servers, **client_logging(),
-                                       "client.id": f"{self.config.instance_id}-global-dlq"})
+            self._producer = Producer(self.config.client_config(
+                "producer", **{"client.id": f"{self.config.instance_id}-global-dlq"}))
         kwargs: dict[str, Any] = {"key": key, "value": value, "timestamp": ts, "headers": headers}
         if partition >= 0:
             kwargs["partition"] = partition

@@ -23,7 +23,6 @@ from instance.errors import (
 from instance.runtime import internal_topics
 from instance.runtime.broker_kind import membership_assist
 from instance.runtime.global_thread import GlobalStreamThread
-from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
 from instance.runtime.query_counters import QueryCounters
@@ -128,7 +127,7 @@ class KafkaStreams:
             raise IllegalStateException(f"start() is only allowed in state CREATED, not {self.state.name}")
         self._sm.set(State.REBALANCING)
         try:
-            admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **client_logging()})
+            admin = AdminClient(self.config.client_config("admin"))
             check_reachable(admin, self.config.bootstrap_servers)
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)
@@ -145,8 +144,7 @@ class KafkaStreams:
                 self._sm.set(State.PENDING_ERROR)
                 self._sm.set(State.ERROR)
                 raise
-        self._metadata = MetadataService(self.config.bootstrap_servers, self.config.application_id,
-                                         self.instance_id, self.instance_info, self.view,
+        self._metadata = MetadataService(self.config, self.instance_id, self.instance_info, self.view,
                                          self.config.heartbeat_interval_ms, on_tick=self._on_metadata_tick)
         self.membership = MembershipCoordinator(self.config, self.view, self._metadata.publish_now,
                                                 lambda: list(self.threads), self._metadata.publish_tombstone,

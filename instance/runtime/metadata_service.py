@@ -15,7 +15,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from instance.runtime.kafka_log import client_logging
+from instance.config import StreamsConfig
 from router.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
@@ -39,9 +39,10 @@ def ensure_metadata_topic(admin: AdminClient, application_id: str, replication_f
 
 
 class MetadataService(threading.Thread):
-    def __init__(self, bootstrap: str, application_id: str, instance_id: str,
+    def __init__(self, config: StreamsConfig, instance_id: str,
                  snapshot: Callable[[], InstanceInfo], view: ClusterView, interval_ms: int,
                  on_tick: Callable[[], None] | None = None) -> None:
+        application_id = config.application_id
         super().__init__(name=f"{instance_id}-metadata", daemon=True)
         self.topic = metadata_topic(application_id)
         self.instance_id = instance_id
@@ -53,11 +54,13 @@ class MetadataService(threading.Thread):
         #: set once the whole topic has been read: the view knows every instance
         self.loaded = threading.Event()
         self._wake = threading.Event()
-        self._producer = Producer({"bootstrap.servers": bootstrap, **client_logging(), "linger.ms": 0,
-                                   "client.id": f"{instance_id}-metadata"})
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, **client_logging(),
-                                   "group.id": f"{application_id}-metadata",
-                                   "enable.auto.commit": False, "client.id": f"{instance_id}-metadata"})
+        # the instance-metadata publisher and reader are clients like any other: producer. and
+        # consumer. settings (security included) apply
+        self._producer = Producer(config.client_config("producer", **{
+            "linger.ms": 0, "client.id": f"{instance_id}-metadata"}))
+        self._consumer = Consumer(config.client_config("restore.consumer", **{
+            "group.id": f"{application_id}-metadata", "enable.auto.commit": False,
+            "client.id": f"{instance_id}-metadata"}))
         self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
 
     def publish_now(self) -> None:

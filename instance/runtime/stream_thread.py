@@ -23,7 +23,6 @@ from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector, producer_config
 from instance.runtime.handlers import ErrorHandling
 from instance.runtime.internal_topics import TopicLayout, internal_name
-from instance.runtime.kafka_log import client_logging
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.task import system_clock_ms
@@ -69,9 +68,7 @@ class StreamThread(threading.Thread):
         self.tasks: TaskManager | None = None  # from the start of run()
         member = config.instance_id
         self.client_id = f"{thread_client_prefix(member)}{index}"
-        base = {"bootstrap.servers": config.bootstrap_servers, **client_logging()}
         cconf: dict[str, Any] = {
-            **base,
             "group.id": app,
             "client.id": self.client_id,
             "partition.assignment.strategy": "range",
@@ -90,11 +87,10 @@ class StreamThread(threading.Thread):
             # static membership is opt-in, as in Kafka Streams: a static member does not leave the
             # group on close, so its partitions wait for it (session.timeout.ms) instead of moving
             cconf["group.instance.id"] = f"{config.group_instance_id}-{index}"
-        cconf.update(config.client_overrides("consumer."))
-        self._consumer_conf = cconf
-        rconf = {**base, "group.id": f"{app}-restore", "client.id": f"{self.client_id}-restore",
-                 "isolation.level": "read_committed" if config.eos else "read_uncommitted"}
-        self._restore_conf = rconf
+        self._consumer_conf = config.client_config("main.consumer", **cconf)
+        self._restore_conf = config.client_config(
+            "restore.consumer", **{"group.id": f"{app}-restore", "client.id": f"{self.client_id}-restore",
+                                   "isolation.level": "read_committed" if config.eos else "read_uncommitted"})
         self._restore_listener = restore_listener
         self._standby_wanted = standby_wanted
         self._membership = membership
@@ -171,8 +167,7 @@ class StreamThread(threading.Thread):
         (runtime/membership.py says why)."""
         config = self.config
         tid = transactional_id(config.application_id, config.instance_id, self.index) if config.eos else None
-        collector = RecordCollector(producer_config(config.bootstrap_servers, f"{self.client_id}-producer",
-                                                    config.client_overrides("producer."), transactional_id=tid))
+        collector = RecordCollector(producer_config(config, f"{self.client_id}-producer", transactional_id=tid))
         collector.on_delivery_error = self.errors.delivery_failed
         if tid is not None:
             producer = collector.producer

@@ -53,9 +53,9 @@ PROGRESS_S = 2.0
 
 def watch_consumer_config(config: StreamsConfig) -> dict[str, Any]:
     """The one configuration of a watch's consumer: no group membership, no commits, committed
-    records only under exactly-once, a small fetch queue (one consumer per open watch)."""
-    return {
-        "bootstrap.servers": config.bootstrap_servers,
+    records only under exactly-once, a small fetch queue (one consumer per open watch). It reads
+    changelogs as the restore consumer does, so it takes the ``restore.consumer.`` settings."""
+    return config.client_config("restore.consumer", **{
         "group.id": f"{config.application_id}-watch",  # never joined: partitions are assigned
         "client.id": f"{config.instance_id}-watch",
         "enable.auto.commit": False,
@@ -63,8 +63,7 @@ def watch_consumer_config(config: StreamsConfig) -> dict[str, Any]:
         "enable.partition.eof": False,
         "isolation.level": "read_committed" if config.eos else "read_uncommitted",
         "queued.max.messages.kbytes": 4096,
-        **config.client_overrides("consumer."),
-    }
+    })
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ class TopologyTestDriver:
         self.errors = ErrorHandling(cfg.to_properties())
         self.errors.send = self._send
         #: librdkafka's ``message.max.bytes`` check, which refuses a record before sending it
-        self._max_record_bytes = int(cfg.client_overrides("producer.").get("message.max.bytes", 1_000_000))
+        self._max_record_bytes = int(cfg.client_config("producer").get("message.max.bytes", 1_000_000))
         extractor = timestamp_extractor(cfg.default_timestamp_extractor)
         cache_entries = cfg.statestore_cache_max_bytes // 100
         # global stores: in memory, one partition per topic, fed by pipe_input on their topics

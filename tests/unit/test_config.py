@@ -110,7 +110,7 @@ def test_required_settings(missing: str) -> None:
         StreamsConfig.from_properties(props)
 
 
-@pytest.mark.parametrize("name", ["foo.bar", "num.threads", "application_id", "consumer", "admin.x",
+@pytest.mark.parametrize("name", ["foo.bar", "num.threads", "application_id", "consumer", "admins.x",
                                   "streams.consumer.x"])
 def test_unknown_names_are_rejected(name: str) -> None:
     with pytest.raises(ConfigException) as e:
@@ -129,9 +129,12 @@ def test_consumer_and_producer_prefixes_pass_through() -> None:
     })
     assert c.extra == {"consumer.fetch.min.bytes": "1024", "consumer.max.partition.fetch.bytes": "1048576",
                        "producer.linger.ms": "5", "producer.compression.type": "lz4"}
-    assert c.client_overrides("consumer.") == {"fetch.min.bytes": "1024",
-                                               "max.partition.fetch.bytes": "1048576"}
-    assert c.client_overrides("producer.") == {"linger.ms": "5", "compression.type": "lz4"}
+    main = c.client_config("main.consumer")
+    assert main["fetch.min.bytes"] == "1024" and main["max.partition.fetch.bytes"] == "1048576"
+    assert "linger.ms" not in main
+    producer = c.client_config("producer")
+    assert producer["linger.ms"] == "5" and producer["compression.type"] == "lz4"
+    assert "fetch.min.bytes" not in producer
     props = c.to_properties()
     assert props["producer.linger.ms"] == "5"
     assert props["application.id"] == "my-app"
@@ -187,7 +190,7 @@ def test_load_properties_file(tmp_path: Path) -> None:
     assert c.application_id == "wordcount"
     assert c.num_stream_threads == 2
     assert c.application_server == "host:7070"
-    assert c.client_overrides("consumer.") == {"session.timeout.ms": "45000"}
+    assert c.client_config("restore.consumer")["session.timeout.ms"] == "45000"
     assert load_properties_file(str(p)) == props
 
 
