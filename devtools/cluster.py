@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,8 +38,10 @@ def sample_lines(n: int, seed: int = 7) -> list[str]:
     return out
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                 kafka: Mapping[str, str] | None = None) -> None:
+    """Create ``topic`` unless it exists; ``kafka``: client settings (security.protocol, sasl.*...)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(kafka or {})})
     if topic not in admin.list_topics(timeout=10).topics:
         fut = admin.create_topics([NewTopic(topic, partitions, 1)])[topic]
         try:
@@ -56,9 +58,10 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     raise TimeoutError(f"topic {topic} not ready")
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]]) -> int:
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]],
+            kafka: Mapping[str, str] | None = None) -> int:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random",
-                  **client_logging()})
+                  **client_logging(), **(kafka or {})})
     n = 0
     for k, v in records:
         while True:

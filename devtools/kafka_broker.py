@@ -11,7 +11,10 @@ Layout of ``DATA_DIR``: ``iqmesh-broker.json`` (engine, cluster id, ports, pids:
 ``stop`` read), ``node-N/server.properties``, ``node-N/data`` (the log dirs) and ``node-N/broker.log``.
 ``brokers=3`` gives three nodes on consecutive ports with replication factor 3 and
 ``min.insync.replicas=2``, for failure tests; ``stop_node`` / ``start_node`` take one node down and
-back up.
+back up. ``sasl_ssl=True`` makes the client listener SASL_SSL with SCRAM-SHA-512 (a self-signed
+certificate made with openssl, one user) as a secured production cluster is; the settings a client
+needs are in ``DATA_DIR/client.properties`` (``client_properties``). Brokers talk to each other on a
+plaintext loopback listener.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -118,10 +122,37 @@ class _Node:
     node_id: int
     port: int
     controller_port: int
+    internal_port: int = 0  # the brokers' own listener when clients go through SASL_SSL
+
+
+SCRAM_USER = "iqmesh"
+CLIENT_PROPERTIES = "client.properties"
 
 
 def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _listeners(data_dir: Path, node: _Node) -> dict[str, object]:
+    if not node.internal_port:
+        return {
+            "listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        }
+    return {
+        "listeners": f"SASL_SSL://{HOST}:{node.port},INTERNAL://{HOST}:{node.internal_port},"
+                     f"CONTROLLER://{HOST}:{node.controller_port}",
+        "advertised.listeners": f"SASL_SSL://{HOST}:{node.port},INTERNAL://{HOST}:{node.internal_port}",
+        "inter.broker.listener.name": "INTERNAL",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": data_dir / "tls" / "keystore.pem",
+    }
 
 
 def _properties(data_dir: Path, node: _Node, nodes: list[_Node]) -> str:
@@ -132,11 +163,8 @@ def _properties(data_dir: Path, node: _Node, nodes: list[_Node]) -> str:
         "process.roles": "broker,controller",
         "node.id": node.node_id,
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port}",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        **_listeners(data_dir, node),
         "log.dirs": data_dir / f"node-{node.node_id}" / "data",
         "num.partitions": 1,
         "default.replication.factor": replicas,
@@ -170,7 +198,8 @@ def _write_state(data_dir: Path, state: dict[str, object]) -> None:
 def _nodes(state: dict[str, object]) -> list[_Node]:
     raw = state.get("nodes")
     assert isinstance(raw, list)
-    return [_Node(int(n["node_id"]), int(n["port"]), int(n["controller_port"])) for n in raw]
+    return [_Node(int(n["node_id"]), int(n["port"]), int(n["controller_port"]), int(n.get("internal_port", 0)))
+            for n in raw]
 
 
 def _pid_of(data_dir: Path, node_id: int) -> int | None:
@@ -223,10 +252,12 @@ def _java(lib: Path, main: str, *args: str) -> list[str]:
     return [_require("java", "a Java 17+ runtime"), *_HEAP, "-cp", f"{lib}/*", main, *args]
 
 
-def _format(lib: Path, data_dir: Path, node: _Node, cluster_id: str) -> None:
+def _format(lib: Path, data_dir: Path, node: _Node, cluster_id: str, password: str) -> None:
     props = data_dir / f"node-{node.node_id}" / "server.properties"
     cmd = _java(lib, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
                 "--ignore-formatted")
+    if password:  # the SCRAM user is stored in the cluster metadata from the start
+        cmd += ["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={password}]"]
     env = {**os.environ, "KAFKA_LOG4J_OPTS": ""}
     proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
     if proc.returncode != 0:
@@ -253,7 +284,8 @@ def _wait_ready(data_dir: Path, nodes: list[_Node], timeout: float) -> None:
                 break
             time.sleep(0.05)
         try:
-            wait_for_broker(f"{HOST}:{node.port}", max(0.5, deadline - time.monotonic()))
+            # the plaintext listener answers a plaintext probe: the internal one when clients use SASL_SSL
+            wait_for_broker(f"{HOST}:{node.internal_port or node.port}", max(0.5, deadline - time.monotonic()))
         except BrokerError as exc:
             log = data_dir / f"node-{node.node_id}" / "broker.log"
             alive = _pid_of(data_dir, node.node_id) is not None
@@ -261,12 +293,39 @@ def _wait_ready(data_dir: Path, nodes: list[_Node], timeout: float) -> None:
                               f"{exc}\nLast lines of {log}:\n{_log_tail(log)}") from None
 
 
+def _make_tls(data_dir: Path) -> Path:
+    """A self-signed certificate for 127.0.0.1/localhost; returns the CA file clients trust."""
+    tls = data_dir / "tls"
+    tls.mkdir(parents=True, exist_ok=True)
+    cert, key = tls / "cert.pem", tls / "key.pem"
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise BrokerError("openssl was not found on PATH: it makes the SASL_SSL broker's certificate "
+                          "(Debian: apt-get install openssl)")
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "365", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    (tls / "keystore.pem").write_text(key.read_text() + cert.read_text())
+    return cert
+
+
+def client_properties(data_dir: Path) -> dict[str, str]:
+    """What a client needs to connect to the cluster of ``data_dir`` (empty for plaintext)."""
+    path = Path(data_dir).resolve() / CLIENT_PROPERTIES
+    if not path.is_file():
+        return {}
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and line[0] != "#")
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
 def start_broker(data_dir: Path, port: int | None = None, brokers: int = 1,
-                 timeout: float = 120.0) -> BrokerHandle:
+                 timeout: float = 120.0, sasl_ssl: bool = False) -> BrokerHandle:
     """Start (or return the running) Apache Kafka cluster of ``data_dir``, ready to serve.
 
     A new data directory is formatted (``brokers`` nodes on consecutive ports from ``port``, a free
-    range by default); one formatted before is started again with its recorded ports and data.
+    range by default; with ``sasl_ssl`` the client listener is SASL_SSL/SCRAM-SHA-512); one
+    formatted before is started again with its recorded ports, security and data.
     """
     data_dir = Path(data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -276,14 +335,22 @@ def start_broker(data_dir: Path, port: int | None = None, brokers: int = 1,
         if state is None:
             if (data_dir / STATE_FILE).exists():
                 raise BrokerError(f"{data_dir} holds another broker's data; use another --data-dir")
-            nodes = _new_nodes(port, brokers)
+            nodes = _new_nodes(port, brokers, sasl_ssl)
             state = {"engine": ENGINE, "version": KAFKA_VERSION, "cluster_id": _cluster_id(),
                      "nodes": [vars(n) for n in nodes], "bootstrap": _bootstrap(nodes)}
+            password = ""
+            if sasl_ssl:
+                password = secrets.token_urlsafe(12)
+                ca = _make_tls(data_dir)
+                (data_dir / CLIENT_PROPERTIES).write_text(
+                    "# what a client needs to reach this broker (iqmesh run/gateway --config-file)\n"
+                    "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                    f"sasl.username={SCRAM_USER}\nsasl.password={password}\nssl.ca.location={ca}\n")
             for node in nodes:
                 node_dir = data_dir / f"node-{node.node_id}"
                 node_dir.mkdir(parents=True, exist_ok=True)
                 (node_dir / "server.properties").write_text(_properties(data_dir, node, nodes))
-                _format(lib, data_dir, node, str(state["cluster_id"]))
+                _format(lib, data_dir, node, str(state["cluster_id"]), password)
             _write_state(data_dir, state)
         nodes = _nodes(state)
         if port is not None and port != nodes[0].port:
@@ -316,7 +383,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _new_nodes(port: int | None, brokers: int) -> list[_Node]:
+def _new_nodes(port: int | None, brokers: int, sasl_ssl: bool = False) -> list[_Node]:
     if brokers < 1:
         raise BrokerError("--brokers must be at least 1")
     if port is None:
@@ -330,12 +397,13 @@ def _new_nodes(port: int | None, brokers: int) -> list[_Node]:
     busy = [p for p in range(port, port + brokers) if not _port_free(p)]
     if busy:
         raise BrokerError(f"port(s) {', '.join(map(str, busy))} on {HOST} already in use; pick another --port")
-    controllers: list[int] = []
-    while len(controllers) < brokers:
+    others: list[int] = []  # controller (and internal) listeners
+    wanted = brokers * (2 if sasl_ssl else 1)
+    while len(others) < wanted:
         p = free_port()
-        if not port <= p < port + brokers and p not in controllers:
-            controllers.append(p)
-    return [_Node(i + 1, port + i, controllers[i]) for i in range(brokers)]
+        if not port <= p < port + brokers and p not in others:
+            others.append(p)
+    return [_Node(i + 1, port + i, others[i], others[brokers + i] if sasl_ssl else 0) for i in range(brokers)]
 
 
 def _signal_node(pid: int, sig: signal.Signals) -> None:

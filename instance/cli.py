@@ -204,13 +204,17 @@ def cmd_metadata(args: argparse.Namespace) -> int:
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
+    from instance.kafka_clients import client_settings, is_client_setting
     from router.gateway import GatewayConfig, run_gateway
 
     seeds = tuple(s.strip() for s in (args.seeds or "").split(",") if s.strip())
     security = _client_security(args)
+    # the instances-topic reader is a consumer like the instances' own: the same Kafka settings
+    props = build_properties(args, {})
+    kafka = client_settings({k: str(v) for k, v in props.items() if is_client_setting(k)}, "restore.consumer")
     try:
         config = GatewayConfig(seeds, args.bootstrap or "", args.application_id or "", args.timeout,
-                               security=security)
+                               security=security, kafka=kafka)
     except ValueError as e:
         raise ConfigException(str(e)) from e
     run_gateway(config, args.host, args.port)

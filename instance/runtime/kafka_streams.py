@@ -26,7 +26,7 @@ from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
 from instance.runtime.query_counters import QueryCounters
-from instance.runtime.reachability import check_reachable
+from instance.runtime.reachability import admin_client, check_reachable
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
@@ -127,8 +127,8 @@ class KafkaStreams:
             raise IllegalStateException(f"start() is only allowed in state CREATED, not {self.state.name}")
         self._sm.set(State.REBALANCING)
         try:
-            admin = AdminClient(self.config.client_config("admin"))
-            check_reachable(admin, self.config.bootstrap_servers)
+            admin, connection_errors = admin_client(self.config.client_config("admin"))
+            check_reachable(admin, self.config.bootstrap_servers, errors=connection_errors)
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)
             ensure_metadata_topic(admin, self.config.application_id, self.config.replication_factor)

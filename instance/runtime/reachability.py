@@ -1,25 +1,59 @@
-"""Is there a Kafka broker at ``bootstrap.servers``? Asked once at start, so a wrong address or a
-broker that is not running is one clear error instead of a metadata failure deep in start-up."""
+"""Is there a Kafka broker at ``bootstrap.servers``, and does it let us in? Asked once at start, so
+a wrong address, a broker that is not running or wrong credentials are one clear error instead of
+a metadata failure deep in start-up."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from instance.errors import BrokerUnreachableException
+from instance.errors import BrokerUnreachableException, ConfigException
 
 #: seconds to wait for a first metadata answer (librdkafka retries the connection meanwhile)
 REACH_TIMEOUT_S = 10.0
 _UNREACHABLE = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                           KafkaError._RESOLVE})
+_REFUSED = {
+    KafkaError._AUTHENTICATION: "the Kafka cluster at {b} refused our credentials ({e}): check sasl.username "
+                                "and sasl.password (or sasl.jaas.config), sasl.mechanism and security.protocol",
+    KafkaError.SASL_AUTHENTICATION_FAILED: "the Kafka cluster at {b} refused our credentials ({e}): check "
+                                           "sasl.username and sasl.password (or sasl.jaas.config) and sasl.mechanism",
+    KafkaError._SSL: "the TLS handshake with the Kafka cluster at {b} failed ({e}): check ssl.ca.location and "
+                     "security.protocol",
+}
 
 
-def check_reachable(admin: AdminClient, bootstrap: str, timeout: float = REACH_TIMEOUT_S) -> None:
-    """Raise BrokerUnreachableException naming ``bootstrap`` if no broker answers within ``timeout``."""
+class ConnectionErrors:
+    """An ``error_cb`` that keeps the first authentication or TLS failure a client reported (librdkafka
+    reports them there and answers the request itself with a transport error)."""
+
+    def __init__(self) -> None:
+        self.first: KafkaError | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        if self.first is None and err.code() in _REFUSED:
+            self.first = err
+
+
+def admin_client(conf: dict[str, Any]) -> tuple[AdminClient, ConnectionErrors]:
+    errors = ConnectionErrors()
+    return AdminClient({**conf, "error_cb": errors}), errors  # type: ignore[dict-item]
+
+
+def check_reachable(admin: AdminClient, bootstrap: str, timeout: float = REACH_TIMEOUT_S,
+                    errors: ConnectionErrors | None = None) -> None:
+    """Raise BrokerUnreachableException naming ``bootstrap`` if no broker answers within ``timeout``,
+    ConfigException naming the settings to check if it refuses our credentials or certificate."""
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException as e:
         err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        admin.poll(0)  # error callbacks run only when the client is polled
+        refused = errors.first if errors is not None else None
+        if refused is not None:
+            raise ConfigException(_REFUSED[refused.code()].format(b=bootstrap, e=refused.str())) from None
         if err is None or err.code() not in _UNREACHABLE:
             raise
         raise BrokerUnreachableException(

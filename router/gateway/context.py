@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -24,6 +25,8 @@ class GatewayConfig:
     timeout: float = 10.0
     poll_interval: float = 1.0
     security: Security = NO_SECURITY
+    #: librdkafka settings of the instances-topic reader (security.protocol, sasl.*, ssl.* ...)
+    kafka: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.seeds and not (self.bootstrap and self.application_id):
@@ -31,7 +34,7 @@ class GatewayConfig:
 
     def discovery(self) -> Discovery:
         if self.bootstrap and self.application_id:
-            return TopicDiscovery(self.bootstrap, self.application_id)
+            return TopicDiscovery(self.bootstrap, self.application_id, self.kafka)
         return Discovery(list(self.seeds))
 
 

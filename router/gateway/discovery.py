@@ -7,6 +7,7 @@ first, so the gateway keeps working when the instances it was started with are g
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from router.metadata import ClusterView
 
@@ -47,12 +48,12 @@ class Discovery:
 class TopicDiscovery(Discovery):
     """Live instances from the instances topic of ``application_id`` on ``bootstrap``."""
 
-    def __init__(self, bootstrap: str, application_id: str) -> None:
+    def __init__(self, bootstrap: str, application_id: str, kafka: Mapping[str, str] | None = None) -> None:
         super().__init__()
         from router.gateway.instances_topic import InstancesTopicReader  # confluent-kafka only here
 
         self.view = ClusterView()
-        self.reader = InstancesTopicReader(bootstrap, application_id, self.view)
+        self.reader = InstancesTopicReader(bootstrap, application_id, self.view, kafka=kafka)
 
     def found(self) -> list[str]:
         return [i.endpoint for i in self.view.instances() if self.view.is_alive(i) and i.endpoint]

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -24,7 +25,8 @@ log = logging.getLogger(__name__)
 class InstancesTopicReader(threading.Thread):
     """Keeps ``view`` up to date; ``loaded`` is set once the topic has been read to its end."""
 
-    def __init__(self, bootstrap: str, application_id: str, view: ClusterView, interval_s: float = 0.5) -> None:
+    def __init__(self, bootstrap: str, application_id: str, view: ClusterView, interval_s: float = 0.5,
+                 kafka: Mapping[str, str] | None = None) -> None:
         super().__init__(name="gateway-instances-topic", daemon=True)
         self.view = view
         self.loaded = threading.Event()
@@ -33,7 +35,7 @@ class InstancesTopicReader(threading.Thread):
         self._tp = TopicPartition(metadata_topic(application_id), 0)
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"{application_id}-gateway-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "client.id": "iqmesh-gateway"})
+            "enable.auto.commit": False, "client.id": "iqmesh-gateway", **(kafka or {})})
         self._consumer.assign([TopicPartition(self._tp.topic, 0, OFFSET_BEGINNING)])
         self._consumer.pause([self._tp])
         self._position = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,11 @@ APP = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py")
 
 
 def wordcount_cluster(bootstrap: str, tmp_path: Path, unique: str, size: int, *config: str,
-                      partitions: int = 6) -> tuple[LocalCluster, str]:
-    """A cluster of ``size`` word-count instances reading its own input topic ``lines-<unique>``."""
+                      partitions: int = 6, kafka: Mapping[str, str] | None = None) -> tuple[LocalCluster, str]:
+    """A cluster of ``size`` word-count instances reading its own input topic ``lines-<unique>``
+    (``kafka``: the client settings a secured broker needs, for the topic's creation)."""
     topic = f"lines-{unique}"
-    ensure_topic(bootstrap, topic, partitions)
+    ensure_topic(bootstrap, topic, partitions, kafka=kafka)
     cluster = LocalCluster(bootstrap, APP, f"wc-{unique}", tmp_path, size=size, extra_config=list(config),
                            env={"WORDCOUNT_INPUT_TOPIC": topic, "WORDCOUNT_OUTPUT_TOPIC": f"counts-{unique}"})
     return cluster, topic

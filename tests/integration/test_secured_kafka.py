@@ -1,0 +1,116 @@
+"""A secured Apache Kafka cluster (SASL_SSL, SCRAM-SHA-512, a self-signed certificate), as the users'
+production clusters are: the word count runs exactly-once, answers queries and a watch, the gateway
+finds the instances through the instances topic and the snapshot job reads the changelogs, each with
+the settings of one properties file; wrong credentials are one line naming the settings, exit 2.
+
+Apache Kafka only (``IQMESH_BROKER=kafka``): the dev broker has no SASL or TLS listener.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from devtools import engines, kafka_broker
+from devtools.broker import free_port
+from devtools.cluster import produce, sample_lines
+from router.client import QueryClient
+from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
+from tests.integration.test_crash_recovery import wait_for_counts
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(engines.test_engine() != "kafka" or bool(os.environ.get("IQMESH_BOOTSTRAP")),
+                       reason="starts a SASL_SSL Apache Kafka of its own (IQMESH_BROKER=kafka)"),
+]
+
+
+def _iqmesh(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_word_count_queries_watch_gateway_and_snapshot_on_sasl_ssl(tmp_path: Path, unique: str) -> None:
+    broker_dir = tmp_path / "broker"
+    bootstrap = kafka_broker.start_broker(broker_dir, sasl_ssl=True).bootstrap
+    gateway = None
+    try:
+        kafka = kafka_broker.client_properties(broker_dir)
+        assert kafka["security.protocol"] == "SASL_SSL"
+        props_file = broker_dir / kafka_broker.CLIENT_PROPERTIES
+        settings = [f"{k}={v}" for k, v in kafka.items()]
+
+        # wrong credentials: one line naming what to check, exit 2 (no traceback)
+        wrong = _iqmesh("run", "examples.wordcount", "--application-id", f"bad-{unique}", "--instance-id", "b0",
+                        "--bootstrap", bootstrap, "--grpc-port", str(free_port()),
+                        "--state-dir", str(tmp_path / "bad"), "--config-file", str(props_file),
+                        "--config", "sasl.password=not-the-password")
+        assert wrong.returncode == 2, wrong.stderr
+        lines = wrong.stderr.strip().splitlines()
+        assert "Traceback" not in wrong.stderr and lines[-1].startswith("iqmesh run: error: INVALID_CONFIG: "), lines
+        assert "sasl.password" in lines[-1] and "refused our credentials" in lines[-1], lines[-1]
+
+        cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, "processing.guarantee=exactly_once_v2",
+                                           "commit.interval.ms=200", *settings, kafka=kafka)
+        text = sample_lines(2_000, seed=3)
+        truth = word_counts(text)
+        cluster.start()
+        try:
+            cluster.wait_running(120)
+            target = cluster.instances[0].target
+            with QueryClient(target, timeout=10) as q:
+                watch = q.watch("counts", "kafka", from_beginning=True, timeout=120)
+                produce(bootstrap, topic, ((None, t.encode()) for t in text), kafka=kafka)
+                wait_for_counts(target, truth, cluster, exact=True)
+                seen = []
+                for change in watch:
+                    seen.append(change.value)
+                    if change.value == truth["kafka"]:
+                        break
+                watch.close()
+                assert seen and seen[-1] == truth["kafka"] and seen == sorted(seen), seen
+
+            # the gateway finds the instances through the instances topic, over SASL_SSL
+            port = free_port()
+            log = tmp_path / "gateway.log"
+            with open(log, "wb") as out:
+                gateway = subprocess.Popen(
+                    [sys.executable, "-m", "instance.cli", "gateway", "--bootstrap", bootstrap,
+                     "--application-id", cluster.application_id, "--port", str(port),
+                     "--config-file", str(props_file)],
+                    stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+            def gateway_value() -> object:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/stores/counts/keys/kafka",
+                                                timeout=5) as r:
+                        return json.loads(r.read()).get("value")
+                except OSError:
+                    return None
+            wait_until(lambda: gateway_value() == truth["kafka"], 90, "the gateway's answer over SASL_SSL",
+                       log.read_text)
+
+            # the snapshot job reads the changelogs with the same settings
+            out_dir = tmp_path / "snapshot"
+            snap = _iqmesh("snapshot", "--bootstrap", bootstrap, "--application-id", cluster.application_id,
+                           "--out", str(out_dir), "--master", "local[1]",
+                           *[a for s in settings for a in ("--kafka-config", s)], timeout=300)
+            assert snap.returncode == 0, snap.stderr[-3000:]
+            import pyarrow.parquet as pq  # comes with pyspark[sql]
+
+            rows = pq.read_table(out_dir / "counts").to_pylist()
+            got = {bytes(r["key"]).decode(): int.from_bytes(bytes(r["value"]), "big", signed=True) for r in rows}
+            assert got == dict(truth)
+        finally:
+            cluster.stop()
+    finally:
+        if gateway is not None:
+            gateway.terminate()
+            gateway.wait(30)
+        kafka_broker.stop_broker(broker_dir)
