@@ -14,9 +14,12 @@ from devtools.broker import BrokerError, BrokerHandle
 ENGINES = ("dev", "kafka")
 
 
-def start(engine: str, data_dir: Path, port: int | None = None, brokers: int = 1) -> BrokerHandle:
+def start(engine: str, data_dir: Path, port: int | None = None, brokers: int = 1,
+          sasl_ssl: bool = False) -> BrokerHandle:
     if engine == "kafka":
-        return kafka.start_broker(data_dir, port=port, brokers=brokers)
+        return kafka.start_broker(data_dir, port=port, brokers=brokers, sasl_ssl=sasl_ssl)
+    if sasl_ssl:
+        raise BrokerError("the dev broker has no SASL_SSL listener; use --engine kafka --sasl-ssl")
     if engine != "dev":
         raise BrokerError(f"unknown broker engine {engine!r}; choose one of {', '.join(ENGINES)}")
     if brokers != 1:

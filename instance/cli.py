@@ -239,7 +239,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     data_dir = Path(args.data_dir)
     if args.action == "start":
-        h = engines.start(args.engine, data_dir, port=args.port, brokers=args.brokers)
+        h = engines.start(args.engine, data_dir, port=args.port, brokers=args.brokers, sasl_ssl=args.sasl_ssl)
         print(h.bootstrap, flush=True)
     elif args.action == "stop":
         print("stopped" if engines.stop(data_dir) else "not running", flush=True)
@@ -379,8 +379,11 @@ def parser() -> argparse.ArgumentParser:
             a.add_argument("--brokers", type=int, default=1,
                            help="nodes of an Apache Kafka cluster (3: replication factor 3, "
                            "min.insync.replicas=2)")
+            a.add_argument("--sasl-ssl", action="store_true",
+                           help="Apache Kafka: clients connect with SASL_SSL and SCRAM-SHA-512 (a self-signed "
+                           "certificate); DATA_DIR/client.properties holds the client settings")
         a.add_argument("--data-dir", default=".iqmesh/broker", help="where the broker keeps its data and pid file")
-        a.set_defaults(func=cmd_broker, port=None, engine="dev", brokers=1)
+        a.set_defaults(func=cmd_broker, port=None, engine="dev", brokers=1, sasl_ssl=False)
 
     p = command("demo", "broker + 3 word-count instances + sample text + the REST gateway and "
                 "dashboard; prints how to query")

@@ -5,7 +5,9 @@ installed script runs as a subprocess."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +97,19 @@ def test_a_broker_that_is_not_there_is_one_line_naming_it(tmp_path: Path) -> Non
     line = _one_error_line(done, "run", "BROKER_UNREACHABLE")
     assert "127.0.0.1:1" in line and "iqmesh broker start" in line
     assert "rdkafka" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("missing", ["mvn", "java"])
+def test_apache_kafka_without_java_or_maven_is_one_line(tmp_path: Path, missing: str) -> None:
+    """A fresh cache and a PATH that lacks ``missing``: one line that says what to install, exit 2."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("java", "mvn", "openssl"):
+        found = shutil.which(tool)
+        if tool != missing and found:
+            (bin_dir / tool).symlink_to(found)
+    done = subprocess.run([IQMESH, "broker", "start", "--engine", "kafka", "--data-dir", str(tmp_path / "k")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": str(bin_dir), "IQMESH_CACHE": str(tmp_path / "cache")})
+    line = _one_error_line(done, "broker", "BROKER_ERROR")
+    assert f"{missing} was not found on PATH" in line and "apt-get install" in line, line
