@@ -39,11 +39,11 @@ def sample_lines(n: int, seed: int = 7) -> list[str]:
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
-                 kafka: Mapping[str, str] | None = None) -> None:
+                 kafka: Mapping[str, str] | None = None, replication: int = 1) -> None:
     """Create ``topic`` unless it exists; ``kafka``: client settings (security.protocol, sasl.*...)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **(kafka or {})})
     if topic not in admin.list_topics(timeout=10).topics:
-        fut = admin.create_topics([NewTopic(topic, partitions, 1)])[topic]
+        fut = admin.create_topics([NewTopic(topic, partitions, replication)])[topic]
         try:
             fut.result()
         except Exception as e:

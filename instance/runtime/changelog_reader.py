@@ -20,15 +20,17 @@ resumed, stay resumed for ``window_s`` so a fetch has time to come back. The str
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.state_manager import ProcessorStateManager
+from instance.runtime.task_timeout import retrying
 from instance.state.source_offsets import covered
 from router.task_id import TaskId
 
@@ -64,9 +66,11 @@ class _Changelog:
 class StoreChangelogReader:
     def __init__(self, consumer_conf: dict[str, Any], listener: StateRestoreListener | None = None,
                  committed: CommittedLookup | None = None, idle_s: float = 0.2, window_s: float = 0.1,
-                 consumer: Any = None) -> None:
+                 consumer: Any = None, task_timeout_ms: int = 300_000) -> None:
         """``committed``: at-least-once, the group's committed offsets (standbys hold back what they
-        do not cover); None under exactly-once. ``consumer``: for tests, instead of a new one."""
+        do not cover); None under exactly-once. ``consumer``: for tests, instead of a new one.
+        ``task_timeout_ms``: how long an end-offset read waits for a broker that does not answer."""
+        self._task_timeout_ms = task_timeout_ms
         conf = dict(consumer_conf)
         conf.setdefault("enable.auto.commit", False)
         conf.setdefault("enable.partition.eof", False)
@@ -88,7 +92,22 @@ class StoreChangelogReader:
 
     # -- registration ---------------------------------------------------------------------------------
     def end_offsets(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
-        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        """(low, high) watermarks, waiting out a leader election or a broker restart (task.timeout.ms)."""
+        tp = TopicPartition(topic, partition)
+
+        def read() -> tuple[int, int]:
+            try:
+                return self._consumer.get_watermark_offsets(tp, timeout=timeout)  # type: ignore[no-any-return]
+            except KafkaException:
+                # the leader may have moved (a broker died): librdkafka asks the cached one until
+                # its metadata is refreshed, so refresh it before the next try
+                with contextlib.suppress(KafkaException):
+                    self._consumer.list_topics(topic, timeout=5)
+                raise
+
+        low, high = retrying(read,
+                             f"reading the end offset of {topic}[{partition}]", self._task_timeout_ms,
+                             "changelog reader")
         return int(low), int(high)
 
     def register_restoring(self, owner: ChangelogOwner, marks: Mapping[str, int] | None = None) -> bool:
@@ -117,8 +136,8 @@ class StoreChangelogReader:
         """Follow ``owner``'s changelogs from the offsets its stores reflect."""
         state = owner.state
         for tp in state.changelog_partitions:
-            _, high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=5)
-            self._parts[tp] = _Changelog(owner, tp, True, int(high), state.changelog_offsets[tp])
+            _, high = self.end_offsets(*tp)
+            self._parts[tp] = _Changelog(owner, tp, True, high, state.changelog_offsets[tp])
         self._reassign()
 
     def unregister(self, owner: ChangelogOwner) -> None:

@@ -61,7 +61,7 @@ class GlobalStreamThread(threading.Thread):
         conf = config.client_config("global.consumer", **{
             "group.id": f"{config.application_id}-global", "client.id": f"{config.instance_id}-global",
             "isolation.level": "read_committed" if config.eos else "read_uncommitted"})
-        self.reader = StoreChangelogReader(conf, committed=None)
+        self.reader = StoreChangelogReader(conf, committed=None, task_timeout_ms=config.task_timeout_ms)
         self._stopping = threading.Event()
         self._on_error = on_error
         #: records applied since start (bootstrap included)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from instance.config import StreamsConfig
 from instance.runtime.changelog_reader import StoreChangelogReader
@@ -153,7 +153,8 @@ class StreamThread(threading.Thread):
 
     def _open_clients(self) -> TaskManager:
         reader = StoreChangelogReader(self._restore_conf, self._restore_listener,
-                                      committed=None if self.config.eos else self._committed_lookup)
+                                      committed=None if self.config.eos else self._committed_lookup,
+                                      task_timeout_ms=self.config.task_timeout_ms)
         self.tasks = TaskManager(self.name, self.config, self.topology, self.layout, self._resolve,
                                  self._new_collector, reader, self.errors)
         self.tasks.global_stores = self.global_stores
@@ -352,4 +353,7 @@ class StreamThread(threading.Thread):
             tm.consumer = None
         tm.restorer.close()
         tm.standby.close()
-        tm.collector.producer.flush(10)
+        try:
+            tm.collector.producer.flush(10)
+        except (KafkaException, SystemError) as e:  # a producer that failed fatally raises here too
+            log.warning("%s: closing the producer: %s", self.name, e)

@@ -273,13 +273,19 @@ class TaskManager:
             raise
 
     def abort_txn(self) -> bool:
-        """Abort an open transaction (True if one was open); a failure here is fatal for the
-        thread (raised)."""
+        """Abort an open transaction (True if one was open: the caller then replaces the producer).
+        An abort that fails (the broker is away, the producer failed fatally) leaves the
+        transaction to the broker, which aborts it after ``transaction.timeout.ms``; the stores
+        are rebuilt from committed changelog records either way."""
         if self.config.eos and self._in_txn:
             self._in_txn = False
             producer = self.collector.producer
-            retrying(lambda: producer.abort_transaction(30), "aborting the transaction",
-                     self.config.task_timeout_ms, self.name)
+            try:
+                retrying(lambda: producer.abort_transaction(30), "aborting the transaction",
+                         min(self.config.task_timeout_ms, self.collector.transaction_timeout_ms), self.name)
+            except (KafkaException, TaskTimeoutException) as e:
+                log.warning("%s: the abort failed (%s); the broker aborts the transaction after its timeout",
+                            self.name, e)
             return True
         return False
 

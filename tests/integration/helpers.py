@@ -18,11 +18,12 @@ APP = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py")
 
 
 def wordcount_cluster(bootstrap: str, tmp_path: Path, unique: str, size: int, *config: str,
-                      partitions: int = 6, kafka: Mapping[str, str] | None = None) -> tuple[LocalCluster, str]:
+                      partitions: int = 6, kafka: Mapping[str, str] | None = None,
+                      replication: int = 1) -> tuple[LocalCluster, str]:
     """A cluster of ``size`` word-count instances reading its own input topic ``lines-<unique>``
     (``kafka``: the client settings a secured broker needs, for the topic's creation)."""
     topic = f"lines-{unique}"
-    ensure_topic(bootstrap, topic, partitions, kafka=kafka)
+    ensure_topic(bootstrap, topic, partitions, kafka=kafka, replication=replication)
     cluster = LocalCluster(bootstrap, APP, f"wc-{unique}", tmp_path, size=size, extra_config=list(config),
                            env={"WORDCOUNT_INPUT_TOPIC": topic, "WORDCOUNT_OUTPUT_TOPIC": f"counts-{unique}"})
     return cluster, topic
