@@ -42,6 +42,7 @@ RUN python -m ensurepip \
     && python -m pip uninstall -y pip \
     && rm -rf /wheels \
     && ln -s "$(python -c 'import analytics.snapshot.job as j; print(j.__file__)')" /opt/iqmesh/snapshot_job.py
+ENV PYSPARK_PYTHON=/opt/iqmesh/venv/bin/python
 USER 10001:10001
 ENTRYPOINT ["spark-submit"]
 CMD ["--help"]

@@ -1,0 +1,91 @@
+"""What a pod of the rendered manifests runs, here: its files (ConfigMap and Secret volumes)
+written under a local root, its command line expanded as the kubelet does, parsed by the
+project's own parsers."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+from instance import cli
+from instance.config import StreamsConfig
+from loadtest.k8s_sim.manifests import PodIdentity, Rendered, command_line, container, container_env, pod_template
+
+DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile"
+#: what a placeholder PEM Secret holds here, so iqmesh's PEM checks can run (no key material)
+_PEM = {"crt": "-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n",
+        "key": "-----BEGIN PRIVATE KEY-----\nTEST\n-----END PRIVATE KEY-----\n"}
+
+
+def entrypoint(stage: str) -> list[str]:
+    """The ENTRYPOINT (exec form) of a Dockerfile stage."""
+    current = ""
+    found: dict[str, list[str]] = {}
+    for line in DOCKERFILE.read_text().splitlines():
+        m = re.match(r"FROM\s+\S+\s+AS\s+(\S+)", line, re.IGNORECASE)
+        if m:
+            current = m.group(1)
+        m = re.match(r"ENTRYPOINT\s+\[(.*)\]\s*$", line)
+        if m:
+            found[current] = [part.strip().strip('"') for part in m.group(1).split(",")]
+    return found[stage]
+
+
+def pod_files(rendered: Rendered, workload: dict[str, Any], container_name: str, root: Path) -> dict[str, Path]:
+    """Write the ConfigMap and Secret volumes the container mounts under ``root``; returns
+    mountPath -> local directory."""
+    spec = pod_template(workload)["spec"]
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    out: dict[str, Path] = {}
+    for m in container(workload, container_name).get("volumeMounts") or []:
+        v = volumes.get(m["name"], {})
+        if "configMap" in v:
+            data = rendered.config_map_data(v["configMap"]["name"])
+        elif "secret" in v:
+            data = rendered.secret_data(v["secret"]["secretName"])
+            data = {k: (_PEM[k.rsplit(".", 1)[-1]] if "REPLACE" in val and k.rsplit(".", 1)[-1] in _PEM else val)
+                    for k, val in data.items()}
+        else:
+            continue
+        local = root / m["mountPath"].lstrip("/")
+        local.mkdir(parents=True, exist_ok=True)
+        for k, val in data.items():
+            (local / k).write_text(val)
+        out[m["mountPath"]] = local
+    for local in out.values():  # paths inside the files (e.g. iqmesh.tls.*) point at the mounts too
+        for f in local.iterdir():
+            f.write_text(_localize(f.read_text(), out))
+    return out
+
+
+def _localize(text: str, mounts: dict[str, Path]) -> str:
+    for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(mount_path + "/", str(local) + "/")
+    return text
+
+
+def pod_argv(rendered: Rendered, workload: dict[str, Any], container_name: str, pod_name: str, root: Path,
+             image_stage: str = "runtime") -> tuple[list[str], dict[str, str]]:
+    """The container's command line with its files under ``root``, and its environment."""
+    c = container(workload, container_name)
+    labels = pod_template(workload)["metadata"].get("labels", {})
+    env = container_env(c, PodIdentity(pod_name, rendered.namespace, labels=labels), rendered)
+    mounts = pod_files(rendered, workload, container_name, root)
+    argv = [_localize(a, mounts) for a in command_line(c, env, entrypoint(image_stage))]
+    return argv, env
+
+
+def run_config(argv: list[str]) -> tuple[argparse.Namespace, StreamsConfig]:
+    """What ``iqmesh run`` makes of ``argv`` (without ``iqmesh``): the settings as cmd_run builds
+    them (instance/cli.py: the properties file, --config, the flags, application.server)."""
+    args = cli.parser().parse_args(argv)
+    assert args.func is cli.cmd_run, argv
+    props = cli.build_properties(args, {
+        "application.id": args.application_id, "client.id": args.instance_id,
+        "bootstrap.servers": args.bootstrap, "state.dir": args.state_dir,
+    })
+    if args.grpc_port is not None and "application.server" not in props:
+        props["application.server"] = f"{args.advertised_host}:{args.grpc_port}"
+    return args, StreamsConfig.from_properties(props)
