@@ -4,14 +4,14 @@ project's own parsers."""
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 from typing import Any
 
-from instance import cli
-from instance.config import StreamsConfig
 from loadtest.k8s_sim.manifests import PodIdentity, Rendered, command_line, container, container_env, pod_template
+from tests.k8s.run_config import run_config
+
+__all__ = ["entrypoint", "pod_argv", "pod_files", "run_config"]
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile"
 #: what a placeholder PEM Secret holds here, so iqmesh's PEM checks can run (no key material)
@@ -75,17 +75,3 @@ def pod_argv(rendered: Rendered, workload: dict[str, Any], container_name: str, 
     mounts = pod_files(rendered, workload, container_name, root)
     argv = [_localize(a, mounts) for a in command_line(c, env, entrypoint(image_stage))]
     return argv, env
-
-
-def run_config(argv: list[str]) -> tuple[argparse.Namespace, StreamsConfig]:
-    """What ``iqmesh run`` makes of ``argv`` (without ``iqmesh``): the settings as cmd_run builds
-    them (instance/cli.py: the properties file, --config, the flags, application.server)."""
-    args = cli.parser().parse_args(argv)
-    assert args.func is cli.cmd_run, argv
-    props = cli.build_properties(args, {
-        "application.id": args.application_id, "client.id": args.instance_id,
-        "bootstrap.servers": args.bootstrap, "state.dir": args.state_dir,
-    })
-    if args.grpc_port is not None and "application.server" not in props:
-        props["application.server"] = f"{args.advertised_host}:{args.grpc_port}"
-    return args, StreamsConfig.from_properties(props)
