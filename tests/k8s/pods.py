@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.k8s_sim.manifests import PodIdentity, Rendered, command_line, container, container_env, pod_template
+from loadtest.k8s_sim.volumes import localize, materialize
 from tests.k8s.run_config import run_config
 
 __all__ = ["entrypoint", "pod_argv", "pod_files", "run_config"]
@@ -33,37 +34,15 @@ def entrypoint(stage: str) -> list[str]:
     return found[stage]
 
 
+def _placeholder_pem(key: str, value: str) -> str:
+    kind = key.rsplit(".", 1)[-1]
+    return _PEM[kind] if "REPLACE" in value and kind in _PEM else value
+
+
 def pod_files(rendered: Rendered, workload: dict[str, Any], container_name: str, root: Path) -> dict[str, Path]:
-    """Write the ConfigMap and Secret volumes the container mounts under ``root``; returns
-    mountPath -> local directory."""
-    spec = pod_template(workload)["spec"]
-    volumes = {v["name"]: v for v in spec.get("volumes") or []}
-    out: dict[str, Path] = {}
-    for m in container(workload, container_name).get("volumeMounts") or []:
-        v = volumes.get(m["name"], {})
-        if "configMap" in v:
-            data = rendered.config_map_data(v["configMap"]["name"])
-        elif "secret" in v:
-            data = rendered.secret_data(v["secret"]["secretName"])
-            data = {k: (_PEM[k.rsplit(".", 1)[-1]] if "REPLACE" in val and k.rsplit(".", 1)[-1] in _PEM else val)
-                    for k, val in data.items()}
-        else:
-            continue
-        local = root / m["mountPath"].lstrip("/")
-        local.mkdir(parents=True, exist_ok=True)
-        for k, val in data.items():
-            (local / k).write_text(val)
-        out[m["mountPath"]] = local
-    for local in out.values():  # paths inside the files (e.g. iqmesh.tls.*) point at the mounts too
-        for f in local.iterdir():
-            f.write_text(_localize(f.read_text(), out))
-    return out
-
-
-def _localize(text: str, mounts: dict[str, Path]) -> str:
-    for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(mount_path + "/", str(local) + "/")
-    return text
+    """Write the ConfigMap and Secret volumes the container mounts under ``root`` (placeholder
+    PEM Secrets replaced); returns mountPath -> local directory."""
+    return materialize(rendered, workload, container_name, root, secret_filter=_placeholder_pem)
 
 
 def pod_argv(rendered: Rendered, workload: dict[str, Any], container_name: str, pod_name: str, root: Path,
@@ -73,5 +52,5 @@ def pod_argv(rendered: Rendered, workload: dict[str, Any], container_name: str, 
     labels = pod_template(workload)["metadata"].get("labels", {})
     env = container_env(c, PodIdentity(pod_name, rendered.namespace, labels=labels), rendered)
     mounts = pod_files(rendered, workload, container_name, root)
-    argv = [_localize(a, mounts) for a in command_line(c, env, entrypoint(image_stage))]
+    argv = [localize(a, mounts) for a in command_line(c, env, entrypoint(image_stage))]
     return argv, env
