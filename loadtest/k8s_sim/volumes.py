@@ -55,6 +55,6 @@ def materialize(rendered: Rendered, workload: Mapping[str, Any], container_name:
 def localize(text: str, mounts: Mapping[str, Path]) -> str:
     """``text`` with every path at or under a mount path pointing at its local directory."""
     for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-        text = re.sub(re.escape(mount_path) + r"(?=/|\s|$|[\"',;:])", lambda _m, p=str(local): p, text,
-                      flags=re.MULTILINE)
+        replacement = str(local).replace("\\", "\\\\")
+        text = re.sub(re.escape(mount_path) + r"(?=/|\s|$|[\"',;:])", replacement, text, flags=re.MULTILINE)
     return text
