@@ -17,7 +17,8 @@ from pathlib import Path
 from loadtest.k8s_sim.network import Sandbox
 from loadtest.k8s_sim.probes import Probe
 
-#: CrashLoopBackOff: 10 s doubling to 5 minutes, reset after 10 minutes of running
+#: CrashLoopBackOff: a first restart at once, then 10 s doubling to 5 minutes, reset after 10 minutes
+#: of running
 BACKOFF_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 10.0, 300.0, 600.0
 
 EventSink = Callable[[str, str, str], None]  # (event, pod, detail)
@@ -84,7 +85,9 @@ class Pod:
             if self._supervise():
                 return
             ran = time.monotonic() - began
-            backoff = 0.0 if ran > BACKOFF_RESET_S else min(BACKOFF_MAX_S, max(BACKOFF_S, backoff * 2))
+            # the first restart is at once, then 10 s, 20 s, ... (reset after a long run)
+            backoff = 0.0 if ran > BACKOFF_RESET_S or self.restarts == 0 else \
+                min(BACKOFF_MAX_S, max(BACKOFF_S, backoff * 2))
             self.restarts += 1
             self.on_event("back-off", self.name, f"restart {self.restarts} in {backoff:.0f} s")
             if self._stop.wait(backoff):
