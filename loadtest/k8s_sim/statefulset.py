@@ -53,6 +53,7 @@ class StatefulSetSim:
         self.container = self.template["spec"]["containers"][0]
         self.grace_s = float(self.template["spec"].get("terminationGracePeriodSeconds", 30))
         self.revision = 1
+        self._incarnations = 0
         self.pods: dict[int, Pod] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -71,7 +72,8 @@ class StatefulSetSim:
     def _create(self, ordinal: int) -> Pod:
         name = self.pod_name(ordinal)
         box = self.network.sandbox(name)
-        root = self.options.root / "pods" / f"{name}-r{self.revision}"
+        self._incarnations += 1
+        root = self.options.root / "pods" / f"{self._incarnations:03d}-{name}-r{self.revision}"
         root.mkdir(parents=True, exist_ok=True)
         labels = self.template["metadata"].get("labels", {})
         env = container_env(self.container, PodIdentity(name, self.namespace, box.ip, "sim-node", labels),
