@@ -17,7 +17,7 @@ from instance.app_loader import load_topology
 from instance.config import load_properties_file
 from instance.health_probe import main as probe_main
 from loadtest.k8s_sim.manifests import Rendered, container, pod_template
-from tests.k8s.conftest import OVERLAYS, RENDERINGS, WITH_COMPONENTS
+from tests.k8s.conftest import K8S, OVERLAYS, RENDERINGS, WITH_COMPONENTS
 from tests.k8s.pods import pod_argv, run_config
 
 #: kubectl on this machine is 1.32; the newest schemas the validator ships, too
@@ -281,6 +281,17 @@ def test_snapshot_cronjob_runs_spark_submit_with_the_job_options(renderings: dic
     if name == WITH_COMPONENTS:
         assert opts.kafka_config["security.protocol"] == "SASL_SSL"
         assert opts.kafka_config["sasl.password"] == r.secret_data("iqmesh-kafka-sasl")["password"]
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_every_container_runs_the_image_its_overlay_names(renderings: dict[str, Rendered], name: str) -> None:
+    import yaml
+
+    kustomization = yaml.safe_load((K8S / "overlays" / name / "kustomization.yaml").read_text())
+    named = {f"{i['newName']}:{i['newTag']}" for i in kustomization["images"]}
+    used = {c["image"] for w in renderings[name].docs if w["kind"] in WORKLOADS
+            for c in pod_template(w)["spec"]["containers"]}
+    assert used == named
 
 
 def test_overlays_differ_where_they_should(renderings: dict[str, Rendered]) -> None:
