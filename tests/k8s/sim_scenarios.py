@@ -57,7 +57,11 @@ class Log:
 
 
 def run(scenario: str) -> dict[str, Any]:
-    root = Path(tempfile.mkdtemp(prefix="k8s-sim-t-"))
+    with tempfile.TemporaryDirectory(prefix="k8s-sim-t-") as d:
+        return _run(scenario, Path(d))
+
+
+def _run(scenario: str, root: Path) -> dict[str, Any]:
     net = ClusterNetwork(root / "hosts")
     net.setup()
     log = Log()
