@@ -171,13 +171,13 @@ class WindowStore(WindowedStoreBase):
         return [(Windowed(k[0], TimeWindow(k[1], k[1] + size)), value(v))
                 for k, v in self._fetch_all_entries(time_from, time_to)]
 
-    def fetch_all_timestamped(self, time_from: int, time_to: int) -> list[tuple[Windowed, Any]]:
+    def fetch_all_timestamped(self, time_from: int, time_to: int, clamp: bool = False) -> list[tuple[Windowed, Any]]:
         """``fetch_all`` with the stored ``(value, timestamp)`` of a timestamped store, including
         windows retention passed but whose segment is still there: a window expires when it
         closes, and the emit-on-close path reads it right after."""
         size = self.window_size_ms
         return [(Windowed(k[0], TimeWindow(k[1], k[1] + size)), v)
-                for k, v in self._fetch_all_entries(time_from, time_to, clamp=False)]
+                for k, v in self._fetch_all_entries(time_from, time_to, clamp=clamp)]
 
     def _fetch_all_entries(self, time_from: int, time_to: int, clamp: bool = True) -> list[tuple[Any, Any]]:
         self._check_open()

@@ -137,8 +137,11 @@ class VersionedStreamTableJoinProcessor(BaseProcessor):
         ts = self._record.timestamp
         if ts > self._stream_time:
             self._stream_time = ts
-        if key is None or value is None:
+        if value is None or (key is None and not self.left):
             self.dropped_records += 1
+            return
+        if key is None:  # a left join without a join key (KIP-962): no table value to look up
+            self.forward(key, self.joiner(value, None))
             return
         if self.grace_ms <= 0:
             self._join(key, value, ts, True)

@@ -101,6 +101,10 @@ class _WindowedStream:
                 raise TopologyException(f"the retention ({m.retention_ms} ms) of a windowed store must "
                                         f"be at least window size + grace ({retention} ms)")
             retention = m.retention_ms
+        if self._emit.on_close and not isinstance(self.windows, SessionWindows):
+            # Kafka Streams' emit-on-close window store (time-first key schema) keeps a window
+            # while its start >= stream time - retention, one ms longer than a window store
+            retention += 1
         store = m.name or b.new_name(f"{prefix}STATE-STORE-")
         nodes = []
         for i, (grouped, agg) in enumerate(groups):

@@ -50,6 +50,11 @@ def _windowed_params(draw: st.DrawFn) -> dict[str, Any]:
                          "size": size, "grace": draw(st.integers(0, 15)),
                          "emit": draw(st.sampled_from(["update", "close"])), "caching": draw(st.booleans()),
                          "suppress": draw(st.sampled_from(["none", "none", "window_close", "time_limit"]))}
+    if kind == "session" and p["emit"] == "update":
+        # Kafka Streams' caching session store merges a record into a session retention passed
+        # while its cache still holds it (a driver's cache never evicts): an artifact of the
+        # cache's size, not followed (docs/architecture.md, "Kafka Streams as the oracle")
+        p["caching"] = False
     if kind == "hopping":
         p["advance"] = draw(st.integers(1, size))
     if p["suppress"] == "time_limit":
@@ -115,6 +120,19 @@ def draw_scenarios(template: str, n: int, seed: int | None = None) -> list[dict[
     return out
 
 
+def _unexpired(step: dict[str, Any], horizons: dict[str, list[Any]]) -> dict[str, Any]:
+    """``step`` without the expired windows Kafka Streams' caching window and session stores still
+    serve from their cache (it merges its cache, not bounded by retention, with the bounded
+    store): an artifact of the cache's contents, not a result (docs/architecture.md). A window
+    store row is ``[key, start, value, ts]`` and expires by its start; a session store row
+    ``[key, start, end, value]`` by its end."""
+    stores = dict(step["stores"])
+    for name, (horizon, kind) in horizons.items():
+        at = 2 if kind == "session" else 1
+        stores[name] = [r for r in stores.get(name, []) if r[at] >= horizon]
+    return {**step, "stores": stores}
+
+
 def first_difference(scenario: dict[str, Any], expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
     """None when iqmesh matched Kafka Streams; else what differs first, with the inputs up to it."""
     if (expected["error"] is None) != (actual["error"] is None):
@@ -122,6 +140,8 @@ def first_difference(scenario: dict[str, Any], expected: dict[str, Any], actual:
     if expected["error"] is not None:
         return None
     for i, (e, a) in enumerate(zip(expected["steps"], actual["steps"], strict=False)):
+        if scenario["params"].get("caching"):
+            e = _unexpired(e, actual["horizons"][i])
         if e != a:
             inputs = "\n".join(f"  {r}" for r in scenario["inputs"][:i + 1])
             return (f"after input #{i}:\n{inputs}\n Kafka Streams: {json.dumps(e, sort_keys=True)}\n"

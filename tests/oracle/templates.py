@@ -18,8 +18,8 @@ from instance.testing import TopologyTestDriver
 from instance.topology import (
     BufferConfig,
     EmitStrategy,
-    JoinWindows,
     Joined,
+    JoinWindows,
     KTable,
     Materialized,
     SessionWindows,
@@ -224,6 +224,17 @@ def _dump(driver: TopologyTestDriver, name: str, kind: str, keys: list[str]) -> 
     return rows
 
 
+def _horizons(driver: TopologyTestDriver, built: Built) -> dict[str, list[Any]]:
+    """Per window or session store: the oldest window time not expired (stream time - retention
+    + 1), which the comparison needs where Kafka Streams' cache still serves expired windows."""
+    out = {}
+    for name, kind in built.stores.items():
+        if kind != "kv":
+            store: Any = driver.get_key_value_store(name)
+            out[name] = [store.observed_stream_time - store.retention_ms + 1, kind]
+    return out
+
+
 def run_iqmesh(scenario: dict[str, Any]) -> dict[str, Any]:
     """One scenario through iqmesh's TopologyTestDriver, in the oracle's output shape."""
     result: dict[str, Any] = {"id": scenario["id"], "steps": [], "error": None}
@@ -248,6 +259,7 @@ def run_iqmesh(scenario: dict[str, Any]) -> dict[str, Any]:
                     rows.append([S.deserialize(m.key()), vs.deserialize(m.value()), m.timestamp()[1]])
             stores = {name: _dump(driver, name, kind, keys) for name, kind in built.stores.items()}
             result["steps"].append({"outputs": outputs, "stores": stores})
+            result.setdefault("horizons", []).append(_horizons(driver, built))
     finally:
         driver.close()
     return result
