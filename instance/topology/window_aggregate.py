@@ -276,13 +276,12 @@ class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
         if close_time - diff - 1 < 0:  # no window has closed yet
             return
         fwd, fetch = self._fwd, self.store.fetch_timestamped
-        cached = self.store.spec.caching_enabled
 
         def stored() -> Iterator[tuple[Any, int, int]]:
             return ((w.key, w.window.start, w.window.start + diff)
                     for w, _ in self.store.fetch_all_timestamped(0, 2**63 - 1))
         for key, start, _ in self._closing.closed(self._last_emit_close, close_time, stored):
-            vt = fetch(key, start, cached)  # expired before it closed: as time windows
+            vt = fetch(key, start)  # expired before it closed: not emitted, cached or not (as Kafka Streams)
             if vt is not None:
                 fwd(Windowed(key, TimeWindow(start, start + diff)), Change(vt[0], None), vt[1])
         self._last_emit_close = close_time
