@@ -72,6 +72,16 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
         {**_w(kind="session", op="count", size=5, grace=0, emit="close"),
          "inputs": [_r("in", "e", "1", 194), _r("in", "e", "1", 196), _r("in", "b", "1", 196),
                     _r("in", "d", "1", 196), _r("in", "a", "1", 210)]}),
+    "stream-table-grace-buffer-time": (
+        "a stream-table join's grace buffer: only records it takes move its time, and it releases "
+        "only when it takes one (a dropped None value and a late record do neither)",
+        {"template": "stream_table_join", "params": {"mode": "left", "history": 100, "grace": 5},
+         "inputs": [_r("right", "a", "1", 0), _r("left", "a", "2", 10), _r("left", "a", None, 20),
+                    _r("left", "b", "3", 12), _r("left", "c", "4", 21), _r("left", "a", "0", 13)]}),
+    "stream-table-grace-buffer-releases-ties-by-key-bytes": (
+        "a stream-table join's grace buffer releases records of one timestamp by key bytes",
+        {"template": "stream_table_join", "params": {"mode": "left", "history": 100, "grace": 12},
+         "inputs": [_r("left", "c", "0", 7), _r("left", "b", "1", 7), _r("left", "a", "0", 27)]}),
     "cogroup-cached-window-expired-by-the-other-stream": (
         "a cogroup's caching window store serves a window the other stream's time expired",
         {"template": "cogroup", "params": {"size": 5, "grace": 10, "caching": True},

@@ -70,8 +70,8 @@ def _params(template: str, draw: st.DrawFn) -> dict[str, Any]:
     if template == "count_suppress":
         return {"limit": draw(st.integers(0, 20)), "caching": draw(st.booleans())}
     if template == "stream_table_join":
-        history = draw(st.sampled_from([0, 0, 20, 100]))
-        grace = draw(st.integers(0, 15)) if history and draw(st.booleans()) else -1
+        history = draw(st.sampled_from([0, 20, 100, 100]))
+        grace = draw(st.integers(0, 15)) if history and draw(st.integers(0, 2)) else -1
         return {"mode": draw(mode2), "history": history, "grace": grace, "caching": draw(st.booleans())}
     if template == "table_table_join":
         return {"mode": draw(mode3), "caching": draw(st.booleans())}
