@@ -19,6 +19,7 @@ from typing import Any
 from instance.serde.windowed import SessionWindow, TimeWindow, Windowed
 from instance.state.change import Change
 from instance.topology.processor import BaseProcessor, ProcessorContext
+from instance.topology.processors import OldValues
 from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindows
 
 Initializer = Callable[[], Any]
@@ -65,6 +66,8 @@ class _WindowedAggregateProcessor(BaseProcessor):
 
     store_name: str
     emit_on_close: bool
+    #: the result table's flag (set by the DSL with ``with_old_values``)
+    old_values: OldValues | None = None
 
     def init(self, context: ProcessorContext) -> None:
         super().init(context)
@@ -82,11 +85,13 @@ class _WindowedAggregateProcessor(BaseProcessor):
 
     def _on_change(self, typed_key: Any, change: Change, timestamp: int) -> None:
         # Change(None, None) too (a reduce of a None value into a new window): Kafka Streams
-        # forwards it from an uncached store; a caching store drops it when it flushes
+        # forwards it from an uncached store; a caching store drops it when it flushes. The old
+        # value only when downstream asked for it (the table's OldValues flag)
         new, old = change
         unwrap = self._unwrap
-        self._fwd(Windowed(typed_key[0], self._window(typed_key)), Change(unwrap(new), unwrap(old)),
-                  timestamp)
+        flag = self.old_values
+        self._fwd(Windowed(typed_key[0], self._window(typed_key)),
+                  Change(unwrap(new), unwrap(old) if flag is not None and flag.enabled else None), timestamp)
 
     @staticmethod
     def _unwrap(stored: Any) -> Any:

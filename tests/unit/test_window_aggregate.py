@@ -463,3 +463,21 @@ def test_sliding_emit_on_close_emits_each_closed_window_once_with_its_final_valu
     # (latest window start) - retention at the record that closed it; here, after a jump
     jumped = {ts for _, _, ts in records}
     assert all(any(t > e[0] + grace + diff + diff for t in jumped) for e in set(expected) - set(got))
+
+
+@pytest.mark.parametrize("old_values", [False, True])
+def test_a_windowed_aggregation_forwards_old_values_only_when_downstream_asks(old_values: bool) -> None:
+    """Kafka Streams forwards ``Change(new, None)`` from a windowed aggregation unless an operator
+    downstream enabled sending old values."""
+    b = StreamsBuilder(S, S)
+    table = (b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
+             .count(Materialized(name="c", caching_enabled=False)))
+    if old_values:
+        table.enable_send_old_values()
+    out: list[tuple[Any, Any, int]] = []
+    b.topology.add_processor("capture", lambda: _Capture(out), table.node)
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("in", S, S)
+        t.pipe_input("k", "x", 1)
+        t.pipe_input("k", "y", 2)
+    assert [tuple(v) for _, v, _ in out] == ([(1, None), (2, 1)] if old_values else [(1, None), (2, None)])
