@@ -139,9 +139,12 @@ class VersionedKeyValueStore:
         return ValueAndTimestamp(value, ts)
 
     def get_as_of(self, key: Any, timestamp: int) -> Any:
-        """The value valid at ``timestamp`` (None if none, deleted, or beyond the retention)."""
+        """The value valid at ``timestamp`` (None if none, deleted, or beyond the retention: there
+        only the latest version answers, as in Kafka Streams, where it never expires)."""
         history = self.store.get(key)
-        if not history or timestamp < self.observed_stream_time - self.history_retention_ms:
+        if not history:
             return None
+        if timestamp < self.observed_stream_time - self.history_retention_ms:
+            return history[-1][1] if history[-1][0] <= timestamp else None
         i = bisect.bisect_right(history, timestamp, key=lambda v: v[0]) - 1
         return history[i][1] if i >= 0 else None

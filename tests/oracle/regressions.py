@@ -82,6 +82,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
         "a stream-table join's grace buffer releases records of one timestamp by key bytes",
         {"template": "stream_table_join", "params": {"mode": "left", "history": 100, "grace": 12},
          "inputs": [_r("left", "c", "0", 7), _r("left", "b", "1", 7), _r("left", "a", "0", 27)]}),
+    "versioned-latest-never-expires": (
+        "a versioned lookup older than the history retention still finds the latest version",
+        {"template": "stream_table_join", "params": {"mode": "inner", "history": 20, "grace": 14},
+         "inputs": [_r("right", "c", "2", 25), _r("left", "c", "3", 29), _r("right", "a", None, 51),
+                    _r("left", "c", "4", 48)]}),
     "cogroup-cached-window-expired-by-the-other-stream": (
         "a cogroup's caching window store serves a window the other stream's time expired",
         {"template": "cogroup", "params": {"size": 5, "grace": 10, "caching": True},
