@@ -106,6 +106,8 @@ class WindowStore(WindowedStoreBase):
         if key is None:
             raise ValueError(f"store {self.name}: key must not be None")
         ts = window_start if timestamp is None else timestamp
+        if self._dups and value is None:
+            return  # a no-op that does not move stream time either, as in Kafka Streams
         if window_start > self.observed_stream_time:
             self._observe(window_start)
         if self._segment_expired(window_start):
@@ -113,8 +115,6 @@ class WindowStore(WindowedStoreBase):
             return
         seq = 0
         if self._dups:
-            if value is None:
-                return
             self._seq = seq = (self._seq + 1) & MAX_SEQ
         if value is not None and self._timestamped:
             value = (value, ts)

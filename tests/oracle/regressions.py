@@ -87,6 +87,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
         {"template": "stream_table_join", "params": {"mode": "inner", "history": 20, "grace": 14},
          "inputs": [_r("right", "c", "2", 25), _r("left", "c", "3", 29), _r("right", "a", None, 51),
                     _r("left", "c", "4", 48)]}),
+    "stream-join-null-value-moves-no-store-time": (
+        "a None value put into a stream-stream join's window store (duplicates kept) is a no-op "
+        "that does not move the store's time, so it expires nothing",
+        {"template": "stream_stream_join", "params": {"mode": "inner", "before": 1, "after": 4, "grace": 7},
+         "inputs": [_r("right", "c", "1", 0), _r("right", "c", None, 12), _r("left", "c", "0", 0)]}),
     "cogroup-cached-window-expired-by-the-other-stream": (
         "a cogroup's caching window store serves a window the other stream's time expired",
         {"template": "cogroup", "params": {"size": 5, "grace": 10, "caching": True},
