@@ -3,7 +3,7 @@ Kafka Streams' own TopologyTestDriver (one JVM per template) and iqmesh's, compa
 record: each output record's key, value, timestamp and order, and the queried stores after every
 input. A difference is shrunk to a minimal scenario before it is reported.
 
-``IQMESH_ORACLE_EXAMPLES`` sets the scenarios per template (default 40); ``IQMESH_ORACLE_SEED``
+``IQMESH_ORACLE_EXAMPLES`` sets the scenarios per template (default 60); ``IQMESH_ORACLE_SEED``
 draws other ones (default: the same every run)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.oracle.kstreams import run_batch
 from tests.oracle.scenarios import TOPICS, draw_scenarios, first_difference, shrink
 from tests.oracle.templates import run_iqmesh
 
-EXAMPLES = int(os.environ.get("IQMESH_ORACLE_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("IQMESH_ORACLE_EXAMPLES", "60"))
 SEED = int(os.environ["IQMESH_ORACLE_SEED"]) if os.environ.get("IQMESH_ORACLE_SEED") else None
 
 
