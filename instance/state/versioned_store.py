@@ -119,7 +119,9 @@ class VersionedKeyValueStore:
         j = bisect.bisect_right(history, horizon, key=lambda v: v[0]) - 1
         if j > 0:
             del history[:j]
-        if len(history) == 1 and history[0][1] is None:
+        # a lone tombstone goes only once no put can come before it: until then it ends the
+        # validity of an out-of-order put older than it, as in Kafka Streams
+        if len(history) == 1 and history[0][1] is None and history[0][0] <= horizon:
             history = []
         is_latest = history[-1][0] == timestamp if history else True
         self.store.put(key, history or None, timestamp)

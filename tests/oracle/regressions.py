@@ -92,6 +92,12 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
         "that does not move the store's time, so it expires nothing",
         {"template": "stream_stream_join", "params": {"mode": "inner", "before": 1, "after": 4, "grace": 7},
          "inputs": [_r("right", "c", "1", 0), _r("right", "c", None, 12), _r("left", "c", "0", 0)]}),
+    "versioned-lone-tombstone-bounds-an-older-put": (
+        "a versioned table's tombstone with no earlier version still ends the validity of an "
+        "out-of-order put older than it",
+        {"template": "stream_table_join", "params": {"mode": "left", "history": 100, "grace": 1},
+         "inputs": [_r("right", "a", None, 2), _r("right", "a", "0", 0), _r("left", "a", "4", 20),
+                    _r("left", "a", "1", 49)]}),
     "cogroup-cached-window-expired-by-the-other-stream": (
         "a cogroup's caching window store serves a window the other stream's time expired",
         {"template": "cogroup", "params": {"size": 5, "grace": 10, "caching": True},
