@@ -91,8 +91,10 @@ class SessionStore(WindowedStoreBase):
         if kb is None:
             raise ValueError(f"store {self.name}: key must not be None")
         # times are never negative (a negative one would sort after the positive ones as bytes).
-        # Retention applies by whole segments only: a session just past it still merges.
-        earliest_session_end = max(earliest_session_end, 0)
+        # A session whose end is past retention is not found, whether or not its segment is
+        # still there: Kafka Streams' segmented store bounds every fetch by stream time -
+        # retention (its caching store also serves what its cache still holds: docs/architecture.md)
+        earliest_session_end = max(earliest_session_end, 0, self.observed_stream_time - self.retention_ms + 1)
         lo = kb + _END_START.pack(earliest_session_end, 0)
         hi = kb + _END_START.pack(_MAX, _MAX) + b"\x00"
         stored = (e for e in self._stored(lo, hi, len(kb) + SUFFIX) if e[0][1] <= latest_session_start)
@@ -105,7 +107,7 @@ class SessionStore(WindowedStoreBase):
         return self.find_sessions(key, earliest_session_end, latest_session_start)[::-1]
 
     def fetch(self, key: Any) -> list[tuple[Windowed, Any]]:
-        """Every session of ``key``."""
+        """Every unexpired session of ``key``."""
         return self.find_sessions(key, 0, _MAX)
 
     def all(self) -> list[tuple[Windowed, Any]]:

@@ -119,7 +119,9 @@ class VersionedKeyValueStore:
         j = bisect.bisect_right(history, horizon, key=lambda v: v[0]) - 1
         if j > 0:
             del history[:j]
-        if len(history) == 1 and history[0][1] is None:
+        # a lone tombstone goes only once no put can come before it: until then it ends the
+        # validity of an out-of-order put older than it, as in Kafka Streams
+        if len(history) == 1 and history[0][1] is None and history[0][0] <= horizon:
             history = []
         is_latest = history[-1][0] == timestamp if history else True
         self.store.put(key, history or None, timestamp)
@@ -139,9 +141,12 @@ class VersionedKeyValueStore:
         return ValueAndTimestamp(value, ts)
 
     def get_as_of(self, key: Any, timestamp: int) -> Any:
-        """The value valid at ``timestamp`` (None if none, deleted, or beyond the retention)."""
+        """The value valid at ``timestamp`` (None if none, deleted, or beyond the retention: there
+        only the latest version answers, as in Kafka Streams, where it never expires)."""
         history = self.store.get(key)
-        if not history or timestamp < self.observed_stream_time - self.history_retention_ms:
+        if not history:
             return None
+        if timestamp < self.observed_stream_time - self.history_retention_ms:
+            return history[-1][1] if history[-1][0] <= timestamp else None
         i = bisect.bisect_right(history, timestamp, key=lambda v: v[0]) - 1
         return history[i][1] if i >= 0 else None

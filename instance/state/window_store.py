@@ -106,6 +106,8 @@ class WindowStore(WindowedStoreBase):
         if key is None:
             raise ValueError(f"store {self.name}: key must not be None")
         ts = window_start if timestamp is None else timestamp
+        if self._dups and value is None:
+            return  # a no-op that does not move stream time either, as in Kafka Streams
         if window_start > self.observed_stream_time:
             self._observe(window_start)
         if self._segment_expired(window_start):
@@ -113,8 +115,6 @@ class WindowStore(WindowedStoreBase):
             return
         seq = 0
         if self._dups:
-            if value is None:
-                return
             self._seq = seq = (self._seq + 1) & MAX_SEQ
         if value is not None and self._timestamped:
             value = (value, ts)
@@ -171,13 +171,13 @@ class WindowStore(WindowedStoreBase):
         return [(Windowed(k[0], TimeWindow(k[1], k[1] + size)), value(v))
                 for k, v in self._fetch_all_entries(time_from, time_to)]
 
-    def fetch_all_timestamped(self, time_from: int, time_to: int) -> list[tuple[Windowed, Any]]:
+    def fetch_all_timestamped(self, time_from: int, time_to: int, clamp: bool = False) -> list[tuple[Windowed, Any]]:
         """``fetch_all`` with the stored ``(value, timestamp)`` of a timestamped store, including
         windows retention passed but whose segment is still there: a window expires when it
         closes, and the emit-on-close path reads it right after."""
         size = self.window_size_ms
         return [(Windowed(k[0], TimeWindow(k[1], k[1] + size)), v)
-                for k, v in self._fetch_all_entries(time_from, time_to, clamp=False)]
+                for k, v in self._fetch_all_entries(time_from, time_to, clamp=clamp)]
 
     def _fetch_all_entries(self, time_from: int, time_to: int, clamp: bool = True) -> list[tuple[Any, Any]]:
         self._check_open()

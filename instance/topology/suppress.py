@@ -131,8 +131,9 @@ class SuppressProcessor(BaseProcessor):
         self.observed_stream_time = -1
         #: key -> (buffer time, record timestamp, value); mirrors the store
         self._buffered: dict[Any, tuple[int, int, Any]] = {}
-        #: (buffer time, arrival seq, key), pushed when a key is buffered (not on its updates)
-        self._heap: list[tuple[int, int, Any]] = []
+        #: (buffer time, key bytes, arrival seq, key), pushed when a key is buffered (not on its
+        #: updates): keys buffered for one time leave in the order of their bytes, as in Kafka Streams
+        self._heap: list[tuple[int, bytes, int, Any]] = []
         self._seq = 0
         self._loaded = False
 
@@ -141,6 +142,7 @@ class SuppressProcessor(BaseProcessor):
         self._ctx = context
         self._record = context.record
         self.store = context.get_state_store(self.store_name)
+        self._key_bytes = self.store.spec.key_serde.serialize
 
     def _load(self) -> None:
         """What a previous owner left in the buffer (the store is restored before processing)."""
@@ -151,7 +153,7 @@ class SuppressProcessor(BaseProcessor):
     def _buffer(self, key: Any, entry: tuple[int, int, Any]) -> None:
         self._buffered[key] = entry
         self._seq += 1
-        heapq.heappush(self._heap, (entry[0], self._seq, key))
+        heapq.heappush(self._heap, (entry[0], self._key_bytes(key) or b"", self._seq, key))
 
     def process(self, key: Any, value: Any) -> None:
         if not self._loaded:
@@ -175,7 +177,7 @@ class SuppressProcessor(BaseProcessor):
         expiry = self.observed_stream_time - self.delay_ms
         heap, buffered = self._heap, self._buffered
         while heap:
-            t, seq, key = heap[0]
+            t, _, _, key = heap[0]
             entry = buffered.get(key)
             if entry is None or entry[0] != t:
                 heapq.heappop(heap)  # stale: emitted (and maybe buffered again) since

@@ -277,8 +277,9 @@ def values_of(timestamped: GetterFactory) -> GetterFactory:
 
 class StreamTableJoinProcessor(BaseProcessor):
     """``KStream.join / left_join(table, joiner)``: each stream record looks the table up as of
-    now; the table's updates trigger nothing. A record with a None join key or a None value is
-    dropped and counted in ``dropped_records`` (Kafka Streams' ``KStreamKTableJoinProcessor``).
+    now; the table's updates trigger nothing. A record with a None value, or a None join key in
+    an inner join, is dropped and counted in ``dropped_records`` (Kafka Streams'
+    ``KStreamKTableJoinProcessor``); a left join joins a None join key with no table value.
     ``key_selector`` maps the stream record to the table key (global tables)."""
 
     def __init__(self, table: GetterFactory, joiner: Joiner, left: bool,
@@ -295,9 +296,10 @@ class StreamTableJoinProcessor(BaseProcessor):
 
     def process(self, key: Any, value: Any) -> None:
         table_key = key if self.key_selector is None or value is None else self.key_selector(key, value)
-        if table_key is None or value is None:
+        if value is None or (table_key is None and not self.left):
             self.dropped_records += 1
             return
-        other = self.get(table_key)
+        # a left join of a record without a join key (KIP-962) joins it with no table value
+        other = None if table_key is None else self.get(table_key)
         if other is not None or self.left:
             self.forward(key, self.joiner(value, other))

@@ -65,7 +65,8 @@ class VersionedTableSourceProcessor(BaseProcessor):
 
 class VersionedStreamTableJoinProcessor(BaseProcessor):
     """A stream-table join whose lookup is as of the stream record's timestamp, optionally after
-    a grace period (see the module doc). Drops (and counts) None keys and values.
+    a grace period (see the module doc). Drops (and counts) None values, and None keys in an
+    inner join.
 
     The grace buffer is mirrored in a logged store (``buffer_store``: key ``(timestamp, seq)``
     packed big-endian, value the record's serialized key and value), so records held across a
@@ -83,7 +84,9 @@ class VersionedStreamTableJoinProcessor(BaseProcessor):
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.dropped_records = 0
-        self._buffer: list[tuple[int, int, Any, Any]] = []
+        #: (timestamp, key bytes, seq, key, value): released by time, then key bytes, as Kafka
+        #: Streams' time-ordered buffer does
+        self._buffer: list[tuple[int, bytes, int, Any, Any]] = []
         self._seq = 0
         self._stream_time = -1
 
@@ -107,7 +110,7 @@ class VersionedStreamTableJoinProcessor(BaseProcessor):
         for kb, data in self._held.all():
             ts, seq = _BUFFER_KEY.unpack(kb)
             n = _LEN.unpack_from(data)[0]
-            self._buffer.append((ts, seq, kd(data[4:4 + n]), vd(data[4 + n:])))
+            self._buffer.append((ts, data[4:4 + n], seq, kd(data[4:4 + n]), vd(data[4 + n:])))
             self._seq = max(self._seq, seq + 1)
             self._stream_time = max(self._stream_time, ts)
         heapq.heapify(self._buffer)
@@ -115,10 +118,10 @@ class VersionedStreamTableJoinProcessor(BaseProcessor):
     def _hold(self, ts: int, key: Any, value: Any) -> None:
         seq = self._seq
         self._seq += 1
-        heapq.heappush(self._buffer, (ts, seq, key, value))
+        kb = (self.key_serde.serialize(key) if self.key_serde is not None else None) or b""
+        heapq.heappush(self._buffer, (ts, kb, seq, key, value))
         if self._held is not None:
-            assert self.key_serde is not None and self.value_serde is not None
-            kb = self.key_serde.serialize(key) or b""
+            assert self.value_serde is not None
             self._held.put(_BUFFER_KEY.pack(ts, seq), _LEN.pack(len(kb)) + kb + (self.value_serde.serialize(value)
                                                                                 or b""), ts)
 
@@ -135,22 +138,27 @@ class VersionedStreamTableJoinProcessor(BaseProcessor):
         if not self._loaded:
             self._load()
         ts = self._record.timestamp
-        if ts > self._stream_time:
-            self._stream_time = ts
-        if key is None or value is None:
+        if value is None or (key is None and not self.left):
             self.dropped_records += 1
+            return
+        if key is None:  # a left join without a join key (KIP-962): no table value to look up
+            self.forward(key, self.joiner(value, None))
             return
         if self.grace_ms <= 0:
             self._join(key, value, ts, True)
             return
-        horizon = self._stream_time - self.grace_ms
-        if ts < horizon:  # later than the grace period: joined at once
+        # the buffer's time: only records it took move it (not dropped or late ones), and it
+        # releases only when it takes one, as Kafka Streams' time-ordered buffer does
+        if ts < self._stream_time - self.grace_ms:  # later than the grace period: joined at once
             self._join(key, value, ts, True)
-        else:
-            self._hold(ts, key, value)
+            return
+        self._hold(ts, key, value)
+        if ts > self._stream_time:
+            self._stream_time = ts
+        horizon = self._stream_time - self.grace_ms
         buf, held = self._buffer, self._held
         while buf and buf[0][0] <= horizon:
-            bts, seq, bkey, bvalue = heapq.heappop(buf)
+            bts, _, seq, bkey, bvalue = heapq.heappop(buf)
             if held is not None:
                 held.put(_BUFFER_KEY.pack(bts, seq), None, ts)
             self._join(bkey, bvalue, bts, False)

@@ -19,6 +19,7 @@ from typing import Any
 from instance.serde.windowed import SessionWindow, TimeWindow, Windowed
 from instance.state.change import Change
 from instance.topology.processor import BaseProcessor, ProcessorContext
+from instance.topology.processors import OldValues
 from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindows
 
 Initializer = Callable[[], Any]
@@ -34,21 +35,22 @@ class _Closing:
 
     def __init__(self, key_bytes: Callable[[Any], bytes | None]) -> None:
         self._kb = key_bytes
-        self._heap: list[tuple[int, bytes | None, int, int, Any]] | None = None
+        self._heap: list[tuple[int, int, bytes | None, int, Any]] | None = None
         self._seq = itertools.count()
 
     def add(self, key: Any, start: int, end: int) -> None:
         if self._heap is not None:
-            heapq.heappush(self._heap, (end, self._kb(key), start, next(self._seq), key))
+            heapq.heappush(self._heap, (end, start, self._kb(key), next(self._seq), key))
 
     def closed(self, lower: int, close_time: int, stored: Callable[[], Iterable[tuple[Any, int, int]]]
                ) -> Iterator[tuple[Any, int, int]]:
         """``(key, start, end)`` of each window with ``lower <= end < close_time``, once, by end,
-        key bytes, start; ``stored()`` lists the store's windows the first time."""
+        start, key bytes (Kafka Streams' time-first store order); ``stored()`` lists the store's
+        windows the first time."""
         heap = self._heap
         if heap is None:
             seq, kb = self._seq, self._kb
-            heap = self._heap = [(end, kb(key), start, next(seq), key) for key, start, end in stored()]
+            heap = self._heap = [(end, start, kb(key), next(seq), key) for key, start, end in stored()]
             heapq.heapify(heap)
         last = None
         while heap and heap[0][0] < close_time:
@@ -56,7 +58,7 @@ class _Closing:
             if entry[0] < lower or entry[:3] == last:  # emitted before, or put more than once
                 continue
             last = entry[:3]
-            yield entry[4], entry[2], entry[0]
+            yield entry[4], entry[1], entry[0]
 
 
 class _WindowedAggregateProcessor(BaseProcessor):
@@ -64,6 +66,8 @@ class _WindowedAggregateProcessor(BaseProcessor):
 
     store_name: str
     emit_on_close: bool
+    #: the result table's flag (set by the DSL with ``with_old_values``)
+    old_values: OldValues | None = None
 
     def init(self, context: ProcessorContext) -> None:
         super().init(context)
@@ -80,12 +84,14 @@ class _WindowedAggregateProcessor(BaseProcessor):
         raise NotImplementedError
 
     def _on_change(self, typed_key: Any, change: Change, timestamp: int) -> None:
+        # Change(None, None) too (a reduce of a None value into a new window): Kafka Streams
+        # forwards it from an uncached store; a caching store drops it when it flushes. The old
+        # value only when downstream asked for it (the table's OldValues flag)
         new, old = change
-        if new is None and old is None:
-            return  # created and removed within one flush: nothing downstream ever saw
         unwrap = self._unwrap
-        self._fwd(Windowed(typed_key[0], self._window(typed_key)), Change(unwrap(new), unwrap(old)),
-                  timestamp)
+        flag = self.old_values
+        self._fwd(Windowed(typed_key[0], self._window(typed_key)),
+                  Change(unwrap(new), unwrap(old) if flag is not None and flag.enabled else None), timestamp)
 
     @staticmethod
     def _unwrap(stored: Any) -> Any:
@@ -121,7 +127,9 @@ class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
         self._newest_emitted = -windows.advance_ms
 
     def process(self, key: Any, value: Any) -> None:
-        if key is None or value is None:
+        # a None value is aggregated (the aggregator gets it), as Kafka Streams' time-window
+        # aggregation does; only a None key is dropped (sliding windows drop both)
+        if key is None:
             self.dropped_records += 1
             return
         ts = self._record.timestamp
@@ -129,11 +137,15 @@ class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
             self.observed_stream_time = ts
         close_time = self.observed_stream_time - self.windows.grace_ms
         store, size = self.store, self.size_ms
+        cached = store.spec.caching_enabled
         for start in self.windows.windows_for(ts):
             if start + size <= close_time:
                 self.dropped_records += 1
                 continue
-            old = store.fetch_timestamped(key, start)
+            # a window retention passed but not yet closed for this processor (a cogroup's other
+            # streams moved the shared store's time on): Kafka Streams' caching store still
+            # serves it from its cache, its uncached store does not
+            old = store.fetch_timestamped(key, start, cached)
             if old is None:
                 agg, new_ts = self.initializer(), ts
             else:
@@ -154,7 +166,12 @@ class TimeWindowAggregateProcessor(_TimestampedWindowProcessor):
         if newest_closed <= self._newest_emitted:
             return
         fwd = self._fwd
-        for windowed, vt in self.store.fetch_all_timestamped(self._newest_emitted + adv, newest_closed):
+        # a window that expired before stream time closed it (stream time jumped past its end,
+        # grace and retention at once) is not forwarded from an uncached store, as in Kafka
+        # Streams; its caching store still serves it from the cache (docs/architecture.md)
+        cached = self.store.spec.caching_enabled
+        for windowed, vt in self.store.fetch_all_timestamped(self._newest_emitted + adv, newest_closed,
+                                                             clamp=not cached):
             fwd(windowed, Change(vt[0], None), vt[1])
         self._newest_emitted = newest_closed
 
@@ -176,7 +193,7 @@ class SessionWindowAggregateProcessor(_WindowedAggregateProcessor):
         return SessionWindow(typed_key[1], typed_key[2])
 
     def process(self, key: Any, value: Any) -> None:
-        if key is None or value is None:
+        if key is None:  # a None value is aggregated, as Kafka Streams' session aggregation does
             self.dropped_records += 1
             return
         ts = self._record.timestamp
@@ -269,7 +286,7 @@ class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
             return ((w.key, w.window.start, w.window.start + diff)
                     for w, _ in self.store.fetch_all_timestamped(0, 2**63 - 1))
         for key, start, _ in self._closing.closed(self._last_emit_close, close_time, stored):
-            vt = fetch(key, start, True)
+            vt = fetch(key, start)  # expired before it closed: not emitted, cached or not (as Kafka Streams)
             if vt is not None:
                 fwd(Windowed(key, TimeWindow(start, start + diff)), Change(vt[0], None), vt[1])
         self._last_emit_close = close_time
@@ -280,21 +297,26 @@ class SlidingWindowAggregateProcessor(_TimestampedWindowProcessor):
         left_agg = right_agg = None
         left_exists = right_exists = False
         previous_ts: int | None = None
-        for start, vt in self.store.fetch_timestamped_range(key, max(0, ts - 2 * diff), ts + 1):
+        # newest window first, as Kafka Streams does over a store that iterates backwards (its
+        # updates are forwarded in this order)
+        for start, vt in reversed(self.store.fetch_timestamped_range(key, max(0, ts - 2 * diff), ts + 1)):
             starts.add(start)
             end = start + diff
-            if end < ts:
-                left_agg, previous_ts = vt, vt[1]
+            if start == ts + 1:
+                right_exists = True
+            elif end > ts:
+                if right_agg is None:
+                    right_agg = vt
+                self._update(key, value, start, vt, close_time, ts)
             elif end == ts:
                 left_exists = True
-                if vt[1] < ts:
-                    previous_ts = vt[1]
                 self._update(key, value, start, vt, close_time, ts)
-            elif start <= ts:
-                right_agg = vt
-                self._update(key, value, start, vt, close_time, ts)
-            else:  # start == ts + 1
-                right_exists = True
+                if vt[1] >= ts:  # a record at this time already made every window there is
+                    return
+                previous_ts = vt[1]
+            else:
+                left_agg, previous_ts = vt, vt[1]
+                break
         if previous_ts is not None and previous_ts + 1 not in starts and previous_ts + 1 + diff >= ts:
             # the previous record's right window now holds this record
             self._update(key, value, previous_ts + 1, (self.initializer(), ts), close_time, ts)

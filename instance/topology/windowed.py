@@ -21,6 +21,8 @@ from instance.topology.builder import (
     _insert_repartition,
     _materialized,
 )
+from instance.topology.ktable import with_old_values
+from instance.topology.processors import OldValues
 from instance.topology.topology import source_topics
 from instance.topology.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
@@ -101,7 +103,14 @@ class _WindowedStream:
                 raise TopologyException(f"the retention ({m.retention_ms} ms) of a windowed store must "
                                         f"be at least window size + grace ({retention} ms)")
             retention = m.retention_ms
+        if self._emit.on_close and not isinstance(self.windows, SessionWindows):
+            # Kafka Streams' emit-on-close window store (time-first key schema) keeps a window
+            # while its start >= stream time - retention, one ms longer than a window store
+            retention += 1
         store = m.name or b.new_name(f"{prefix}STATE-STORE-")
+        # old values go downstream only when an operator there asks (Kafka Streams forwards
+        # Change(new, None) unless sendOldValues was enabled)
+        flag = OldValues()
         nodes = []
         for i, (grouped, agg) in enumerate(groups):
             node = b.new_name(prefix)
@@ -111,7 +120,7 @@ class _WindowedStream:
                                              grouped.key_serde, grouped.value_serde, None)
 
             def make(agg: W.Aggregator = agg) -> Any:
-                return self._processor(store, initializer, agg, merger)
+                return with_old_values(self._processor(store, initializer, agg, merger), flag)
             b.topology.add_processor(node, make, parent)
             nodes.append(node)
         ks = m.key_serde or g.key_serde
@@ -121,7 +130,7 @@ class _WindowedStream:
             node = b.new_name("COGROUPKSTREAM-MERGE-")
             b.topology.add_processor(node, P.PassThroughProcessor, *nodes)
             b.topology.add_copartition_group(set().union(*(source_topics(b.topology, n) for n in nodes)))
-        return WindowedKTable(b, node, store, self._table_key_serde(ks), vs, self.windows)
+        return WindowedKTable(b, node, store, self._table_key_serde(ks), vs, self.windows, flag)
 
     def count(self, materialized: MaterializedArg = None) -> WindowedKTable:
         return self._build("KSTREAM-AGGREGATE-", materialized, LongSerde(), _zero, _count_aggregator,
@@ -217,6 +226,6 @@ class WindowedKTable(KTable):
     """The result of a windowed aggregation; knows its windows (``suppress`` needs their grace)."""
 
     def __init__(self, builder: Any, node: str, store: str, key_serde: Serde, value_serde: Serde,
-                 windows: AnyWindows) -> None:
-        super().__init__(builder, node, store, key_serde, value_serde)
+                 windows: AnyWindows, old_values: OldValues | None = None) -> None:
+        super().__init__(builder, node, store, key_serde, value_serde, old_values=old_values)
         self.windows = windows

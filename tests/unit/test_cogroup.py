@@ -133,7 +133,7 @@ def test_session_windowed_cogroup_merges_sessions_with_the_merger() -> None:
     b = _builder()
     g1, g2 = b.stream("one").group_by_key(), b.stream("two").group_by_key()
     (g1.cogroup(lambda k, v, a: a + v).cogroup(g2, lambda k, v, a: a + v.upper())
-       .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5))
+       .windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 6))  # retention 11 keeps [0, 0] at 10
        .aggregate(lambda: "", lambda k, a1, a2: a1 + a2, Materialized(name="s", value_serde=S)))
     with TopologyTestDriver(b.build()) as d:
         one, two = d.create_input_topic("one", S, S), d.create_input_topic("two", S, S)

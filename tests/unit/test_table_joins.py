@@ -101,9 +101,10 @@ def test_stream_records_with_null_key_or_value_are_dropped_and_counted(left: boo
         inp.pipe_input(None, "A")
         inp.pipe_input(0, None)
         inp.pipe_input(0, "B")
-        assert _read(d) == [(0, "B+Y0")]
+        # a left join joins a None key with no table value (KIP-962; Kafka Streams 4.1.1, tests/oracle)
+        assert _read(d) == ([(None, "A+null"), (0, "B+Y0")] if left else [(0, "B+Y0")])
         procs = [p for t in d.tasks for p in t._processors if isinstance(p, StreamTableJoinProcessor)]
-        assert [p.dropped_records for p in procs] == [2]
+        assert [p.dropped_records for p in procs] == [1 if left else 2]
 
 
 def test_stream_table_join_after_a_key_change_repartitions_the_stream() -> None:
