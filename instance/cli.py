@@ -169,7 +169,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from router.watch_client import Change
 
     changes = 0
-    with QueryClient(args.target, timeout=args.timeout) as client:
+    with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
         watch = client.watch(args.store, args.key, prefix=args.prefix, all_keys=args.all,
                              resume_token=args.resume or "", from_beginning=args.from_beginning, with_json=True,
                              timeout=args.duration)
@@ -328,7 +328,9 @@ def parser() -> argparse.ArgumentParser:
                    help="without --resume: first every change the changelog still holds")
     p.add_argument("--limit", type=int, help="stop after this many changes (default: no limit)")
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: run until Ctrl-C)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call while finding an instance")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds to find an instance that starts the watch (and per call while finding one)")
+    _add_config_args(p)
     p.set_defaults(func=cmd_watch)
 
     p = command("metadata", "print the routing table as JSON: instances, their tasks and store positions")
@@ -387,6 +389,7 @@ def _error_code(e: BaseException) -> str | None:
     import grpc
 
     from devtools.broker import BrokerError
+    from router.ports import PortInUseError
 
     if isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
         return e.code().name
@@ -400,6 +403,8 @@ def _error_code(e: BaseException) -> str | None:
         return "STREAMS_ERROR"
     if isinstance(e, BrokerError):
         return "BROKER_ERROR"
+    if isinstance(e, PortInUseError):
+        return "PORT_IN_USE"
     if isinstance(e, OSError):
         return "OS_ERROR"
     return None

@@ -24,9 +24,10 @@ from router.client_core import (
     ScanMethods,
     WindowsResult,
     get_request,
+    get_retryable,
     global_exhausted,
-    is_retryable,
     is_unreachable,
+    learn_application,
     metadata_to_dict,
     needs_refresh,
     never_local,
@@ -60,12 +61,12 @@ class QueryClient(ScanMethods[Scan]):
     included; ``security``: TLS and the bearer token (router.security). Thread-safe."""
 
     def __init__(self, target: str | Sequence[str], timeout: float = 10.0, *, security: Security = NO_SECURITY,
-                 max_table_age: float = MAX_TABLE_AGE_S) -> None:
+                 max_table_age: float = MAX_TABLE_AGE_S, application_id: str = "") -> None:
         self.seeds = parse_seeds(target)
         self.target = self.seeds[0]
         self.timeout = timeout
         self.max_table_age = max_table_age
-        self._pool = ChannelPool(security)
+        self._pool = ChannelPool(security, application_id)
         self._entries = Entries(self.seeds)
         self._table: RoutingTable | None = None
         self._stale = False
@@ -105,7 +106,7 @@ class QueryClient(ScanMethods[Scan]):
                 if pause is None:
                     raise unavailable(e) from None
             except grpc.RpcError as e:
-                pause = backoff.pause(deadline) if is_retryable(e) else None
+                pause = backoff.pause(deadline) if get_retryable(e, table) else None
                 if pause is None:
                     raise
                 self._stale = True
@@ -144,7 +145,7 @@ class QueryClient(ScanMethods[Scan]):
         req = watch_request(store, key, prefix, all_keys, resume_token, from_beginning, with_json)
         stub = self._pool.stub
         return Watch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
-                     Endpoints(stub, list(self.seeds), self.timeout), req, timeout)
+                     Endpoints(stub, list(self.seeds), self.timeout), req, timeout, start_timeout=self.timeout)
 
     def metadata(self) -> pb.MetadataReply:
         """The routing table as the entry instance (the first seed that answers) sees it."""
@@ -207,6 +208,7 @@ class QueryClient(ScanMethods[Scan]):
                 continue
             self._entries.answered(endpoint)
             if isinstance(result, pb.MetadataReply):
+                learn_application(self._pool, result)
                 self._table, self._stale = RoutingTable(result), False
             return result, endpoint
         assert last is not None
