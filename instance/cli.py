@@ -1,4 +1,5 @@
-"""The ``iqmesh`` command: run, get, range, prefix, all, watch, metadata, gateway, snapshot, describe, broker, demo.
+"""The ``iqmesh`` command: run, get, range, prefix, all, watch, metadata, gateway, snapshot, describe, broker,
+topic, produce, consume, demo.
 
 One style for every command: results are JSON on stdout with snake_case keys and numbers as
 numbers; an error is one line on stderr, ``iqmesh COMMAND: error: CODE: message`` (CODE a gRPC
@@ -120,6 +121,8 @@ def _client_security(args: argparse.Namespace) -> Any:
 def cmd_get(args: argparse.Namespace) -> int:
     from router.client import QueryClient
 
+    if args.wait < 0:
+        raise ConfigException(f"--wait must be 0 or more seconds, got {args.wait}")
     opts = {"allow_stale": args.allow_stale, "max_lag": args.max_lag, "position": args.position or ""}
     windowed = args.window_from is not None or args.window_to is not None
     with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
@@ -131,10 +134,32 @@ def cmd_get(args: argparse.Namespace) -> int:
                               "windows": [{"start": s, "end": e, "value": v} for s, e, v in w.windows]}),
                   flush=True)
             return 0
-        r = client.get(args.store, args.key, **opts)
+        r = _get_waiting(client, args, opts) if args.wait else client.get(args.store, args.key, **opts)
     print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.json_value,
                       "metadata": r.metadata}), flush=True)
     return 0
+
+
+def _get_waiting(client: Any, args: argparse.Namespace, opts: dict[str, Any]) -> Any:
+    """``--wait``: ask again while no instance answers yet or the key is not there yet (a cluster
+    starting, input not processed yet), until the key is found or the wait is over."""
+    import time
+
+    import grpc
+
+    from router.client_core import is_retryable
+
+    deadline = time.monotonic() + args.wait
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            r = client.get(args.store, args.key, timeout=max(0.1, min(args.timeout, left)), **opts)
+            if r.found or left <= 0:
+                return r
+        except grpc.RpcError as e:
+            if not is_retryable(e) or left <= 0:
+                raise
+        time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
@@ -297,6 +322,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--window-from", type=int, help="window store: the windows starting at or after (ms)")
     p.add_argument("--window-to", type=int, help="window store: the windows starting at or before (ms)")
     p.add_argument("--sessions", action="store_true", help="session store: the key's sessions")
+    p.add_argument("--wait", type=float, default=0.0, help="keep asking for up to this many seconds while no "
+                   "instance answers yet or the key is not found yet (a cluster starting, input not processed "
+                   "yet); 0: ask once")
     p.set_defaults(func=cmd_get)
 
     for name, what in (("range", "entries from --from to --to (inclusive, by serialized key)"),
@@ -372,6 +400,10 @@ def parser() -> argparse.ArgumentParser:
         a.add_argument("--data-dir", default=".iqmesh/broker", help="where the broker keeps its data and pid file")
         a.set_defaults(func=cmd_broker, port=None)
 
+    from instance.kafka_cli import add_parsers as kafka_parsers  # topic, produce, consume
+
+    kafka_parsers(command, HelpFormatter)
+
     p = command("demo", "broker + 3 word-count instances + sample text + the REST gateway and "
                 "dashboard; prints how to query")
     p.add_argument("--data-dir", default=".iqmesh/demo", help="broker data, instance state and logs")
@@ -389,6 +421,7 @@ def _error_code(e: BaseException) -> str | None:
     import grpc
 
     from devtools.broker import BrokerError
+    from instance.kafka_cli import KafkaCommandError
     from router.ports import PortInUseError
 
     if isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
@@ -403,6 +436,8 @@ def _error_code(e: BaseException) -> str | None:
         return "STREAMS_ERROR"
     if isinstance(e, BrokerError):
         return "BROKER_ERROR"
+    if isinstance(e, KafkaCommandError):
+        return e.code
     if isinstance(e, PortInUseError):
         return "PORT_IN_USE"
     if isinstance(e, OSError):
