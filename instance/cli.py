@@ -66,6 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from instance.runtime.restore import LoggingRestoreListener
     from instance.runtime.states import State
     from instance.server.servicer import QueryServer
+    from instance.startup_checks import check_state_dir
 
     props = build_properties(args, {
         "application.id": args.application_id, "client.id": args.instance_id,
@@ -80,6 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     grpc_port = (args.grpc_port if args.grpc_port is not None
                  else int(config.application_server.rsplit(":")[1]))
     topology = load_topology(args.app)
+    check_state_dir(config.state_dir, config.application_id)  # before joining the group
     streams = KafkaStreams(topology, config)
     streams.restore_listener = LoggingRestoreListener(
         f"[{config.instance_id}]", lambda line: print(line, flush=True))
@@ -459,6 +461,25 @@ def _error_message(e: BaseException, args: argparse.Namespace) -> str:
     return str(e)
 
 
+#: commands whose --timeout, --limit, --page-size and --duration are checked here (topic, produce and
+#: consume check their own)
+_QUERY_COMMANDS = ("get", "range", "prefix", "all", "watch", "metadata", "gateway")
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """A negative count or a timeout that is not positive is a mistake, not \"no limit\"."""
+    if args.command not in _QUERY_COMMANDS:
+        return
+    for name in ("timeout", "duration"):
+        value = getattr(args, name, None)
+        if value is not None and not value > 0:
+            raise ConfigException(f"--{name} must be more than 0 seconds, got {value}")
+    for name in ("limit", "page_size"):
+        value = getattr(args, name, None)
+        if value is not None and value < 0:
+            raise ConfigException(f"--{name.replace('_', '-')} must be 0 or more, got {value}")
+
+
 def report_error(command: str, code: str, message: str) -> None:
     """The one error line: ``iqmesh COMMAND: error: CODE: message`` on stderr."""
     line = " ".join(clip(message).split())  # one line, whatever the message held
@@ -470,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        check_numbers(args)
         return int(args.func(args))
     except Exception as e:
         code = _error_code(e)
