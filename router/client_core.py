@@ -52,6 +52,8 @@ class QueryResult:
     value: Any
     metadata: dict[str, Any]
     value_json: str = ""
+    #: the endpoint this client sent the call to (a routed Get goes straight to the key's owner)
+    asked: str = ""
 
     @property
     def json_value(self) -> Any:
@@ -111,10 +113,10 @@ def session_request(store: str, key: str, allow_stale: bool, max_lag: int | None
     return pb.SessionFetchRequest(store=store, key=key, options=query_options(allow_stale, max_lag, position))
 
 
-def result_of(reply: pb.GetReply, table: RoutingTable | None, store: str) -> QueryResult:
+def result_of(reply: pb.GetReply, table: RoutingTable | None, store: str, asked: str = "") -> QueryResult:
     serde = table.value_serde(store) if table is not None else None
     return QueryResult(reply.found, decode_value(reply, serde), metadata_to_dict(reply.metadata),
-                       reply.value_json if reply.found else "")
+                       reply.value_json if reply.found else "", asked)
 
 
 def key_text(key: KeyArg) -> str:
