@@ -1,4 +1,5 @@
-"""The ``iqmesh`` command: run, get, range, prefix, all, watch, metadata, gateway, snapshot, describe, broker, demo.
+"""The ``iqmesh`` command: run, get, range, prefix, all, watch, metadata, gateway, snapshot, describe, broker,
+topic, produce, consume, demo.
 
 One style for every command: results are JSON on stdout with snake_case keys and numbers as
 numbers; an error is one line on stderr, ``iqmesh COMMAND: error: CODE: message`` (CODE a gRPC
@@ -65,6 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from instance.runtime.restore import LoggingRestoreListener
     from instance.runtime.states import State
     from instance.server.servicer import QueryServer
+    from instance.startup_checks import check_state_dir
 
     props = build_properties(args, {
         "application.id": args.application_id, "client.id": args.instance_id,
@@ -79,6 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     grpc_port = (args.grpc_port if args.grpc_port is not None
                  else int(config.application_server.rsplit(":")[1]))
     topology = load_topology(args.app)
+    check_state_dir(config.state_dir, config.application_id)  # before joining the group
     streams = KafkaStreams(topology, config)
     streams.restore_listener = LoggingRestoreListener(
         f"[{config.instance_id}]", lambda line: print(line, flush=True))
@@ -120,6 +123,8 @@ def _client_security(args: argparse.Namespace) -> Any:
 def cmd_get(args: argparse.Namespace) -> int:
     from router.client import QueryClient
 
+    if args.wait < 0:
+        raise ConfigException(f"--wait must be 0 or more seconds, got {args.wait}")
     opts = {"allow_stale": args.allow_stale, "max_lag": args.max_lag, "position": args.position or ""}
     windowed = args.window_from is not None or args.window_to is not None
     with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
@@ -131,10 +136,32 @@ def cmd_get(args: argparse.Namespace) -> int:
                               "windows": [{"start": s, "end": e, "value": v} for s, e, v in w.windows]}),
                   flush=True)
             return 0
-        r = client.get(args.store, args.key, **opts)
+        r = _get_waiting(client, args, opts) if args.wait else client.get(args.store, args.key, **opts)
     print(json.dumps({"store": args.store, "key": args.key, "found": r.found, "value": r.json_value,
                       "metadata": r.metadata}), flush=True)
     return 0
+
+
+def _get_waiting(client: Any, args: argparse.Namespace, opts: dict[str, Any]) -> Any:
+    """``--wait``: ask again while no instance answers yet or the key is not there yet (a cluster
+    starting, input not processed yet), until the key is found or the wait is over."""
+    import time
+
+    import grpc
+
+    from router.client_core import is_retryable
+
+    deadline = time.monotonic() + args.wait
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            r = client.get(args.store, args.key, timeout=max(0.1, min(args.timeout, left)), **opts)
+            if r.found or left <= 0:
+                return r
+        except grpc.RpcError as e:
+            if not is_retryable(e) or left <= 0:
+                raise
+        time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
@@ -169,7 +196,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from router.watch_client import Change
 
     changes = 0
-    with QueryClient(args.target, timeout=args.timeout) as client:
+    with QueryClient(args.target, timeout=args.timeout, security=_client_security(args)) as client:
         watch = client.watch(args.store, args.key, prefix=args.prefix, all_keys=args.all,
                              resume_token=args.resume or "", from_beginning=args.from_beginning, with_json=True,
                              timeout=args.duration)
@@ -301,6 +328,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--window-from", type=int, help="window store: the windows starting at or after (ms)")
     p.add_argument("--window-to", type=int, help="window store: the windows starting at or before (ms)")
     p.add_argument("--sessions", action="store_true", help="session store: the key's sessions")
+    p.add_argument("--wait", type=float, default=0.0, help="keep asking for up to this many seconds while no "
+                   "instance answers yet or the key is not found yet (a cluster starting, input not processed "
+                   "yet); 0: ask once")
     p.set_defaults(func=cmd_get)
 
     for name, what in (("range", "entries from --from to --to (inclusive, by serialized key)"),
@@ -332,7 +362,9 @@ def parser() -> argparse.ArgumentParser:
                    help="without --resume: first every change the changelog still holds")
     p.add_argument("--limit", type=int, help="stop after this many changes (default: no limit)")
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: run until Ctrl-C)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call while finding an instance")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds to find an instance that starts the watch (and per call while finding one)")
+    _add_config_args(p)
     p.set_defaults(func=cmd_watch)
 
     p = command("metadata", "print the routing table as JSON: instances, their tasks and store positions")
@@ -385,6 +417,10 @@ def parser() -> argparse.ArgumentParser:
         a.add_argument("--data-dir", default=".iqmesh/broker", help="where the broker keeps its data and pid file")
         a.set_defaults(func=cmd_broker, port=None, engine="dev", brokers=1, sasl_ssl=False)
 
+    from instance.kafka_cli import add_parsers as kafka_parsers  # topic, produce, consume
+
+    kafka_parsers(command, HelpFormatter)
+
     p = command("demo", "broker + 3 word-count instances + sample text + the REST gateway and "
                 "dashboard; prints how to query")
     p.add_argument("--data-dir", default=".iqmesh/demo", help="broker data, instance state and logs")
@@ -402,6 +438,8 @@ def _error_code(e: BaseException) -> str | None:
     import grpc
 
     from devtools.broker import BrokerError
+    from instance.kafka_cli import KafkaCommandError
+    from router.ports import PortInUseError
 
     if isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
         return e.code().name
@@ -415,6 +453,10 @@ def _error_code(e: BaseException) -> str | None:
         return "STREAMS_ERROR"
     if isinstance(e, BrokerError):
         return "BROKER_ERROR"
+    if isinstance(e, KafkaCommandError):
+        return e.code
+    if isinstance(e, PortInUseError):
+        return "PORT_IN_USE"
     if isinstance(e, OSError):
         return "OS_ERROR"
     return None
@@ -434,6 +476,25 @@ def _error_message(e: BaseException, args: argparse.Namespace) -> str:
     return str(e)
 
 
+#: commands whose --timeout, --limit, --page-size and --duration are checked here (topic, produce and
+#: consume check their own)
+_QUERY_COMMANDS = ("get", "range", "prefix", "all", "watch", "metadata", "gateway")
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """A negative count or a timeout that is not positive is a mistake, not \"no limit\"."""
+    if args.command not in _QUERY_COMMANDS:
+        return
+    for name in ("timeout", "duration"):
+        value = getattr(args, name, None)
+        if value is not None and not value > 0:
+            raise ConfigException(f"--{name} must be more than 0 seconds, got {value}")
+    for name in ("limit", "page_size"):
+        value = getattr(args, name, None)
+        if value is not None and value < 0:
+            raise ConfigException(f"--{name.replace('_', '-')} must be 0 or more, got {value}")
+
+
 def report_error(command: str, code: str, message: str) -> None:
     """The one error line: ``iqmesh COMMAND: error: CODE: message`` on stderr."""
     line = " ".join(clip(message).split())  # one line, whatever the message held
@@ -445,6 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        check_numbers(args)
         return int(args.func(args))
     except Exception as e:
         code = _error_code(e)

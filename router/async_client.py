@@ -22,9 +22,10 @@ from router.client_core import (
     ScanMethods,
     WindowsResult,
     get_request,
+    get_retryable,
     global_exhausted,
-    is_retryable,
     is_unreachable,
+    learn_application,
     needs_refresh,
     parse_seeds,
     prepare_scan,
@@ -54,12 +55,12 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
     """``async with AsyncQueryClient("127.0.0.1:50051") as c: await c.get("counts", "kafka")``."""
 
     def __init__(self, target: str | Sequence[str], timeout: float = 10.0, *, security: Security = NO_SECURITY,
-                 max_table_age: float = MAX_TABLE_AGE_S) -> None:
+                 max_table_age: float = MAX_TABLE_AGE_S, application_id: str = "") -> None:
         self.seeds = parse_seeds(target)
         self.target = self.seeds[0]
         self.timeout = timeout
         self.max_table_age = max_table_age
-        self._pool = AioChannelPool(security)
+        self._pool = AioChannelPool(security, application_id)
         self._entries = Entries(self.seeds)
         self._table: RoutingTable | None = None
         self._stale = False
@@ -96,7 +97,7 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
                 if pause is None:
                     raise unavailable(e) from None
             except grpc.RpcError as e:
-                pause = backoff.pause(deadline) if is_retryable(e) else None
+                pause = backoff.pause(deadline) if get_retryable(e, table) else None
                 if pause is None:
                     raise
                 self._stale = True
@@ -177,7 +178,8 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
         req = watch_request(store, key, prefix, all_keys, resume_token, from_beginning, with_json)
         stub = self._pool.stub
         return AsyncWatch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
-                          AsyncEndpoints(stub, list(self.seeds), self.timeout), req, timeout)
+                          AsyncEndpoints(stub, list(self.seeds), self.timeout), req, timeout,
+                          start_timeout=self.timeout)
 
     async def metadata(self) -> pb.MetadataReply:
         reply, _ = await self._on_entry(lambda stub, t: stub.Metadata(pb.MetadataRequest(), timeout=t),
@@ -219,6 +221,7 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
                 continue
             self._entries.answered(endpoint)
             if isinstance(result, pb.MetadataReply):
+                learn_application(self._pool, result)
                 self._table, self._stale = RoutingTable(result), False
             return result, endpoint
         assert last is not None

@@ -24,9 +24,10 @@ from router.client_core import (
     ScanMethods,
     WindowsResult,
     get_request,
+    get_retryable,
     global_exhausted,
-    is_retryable,
     is_unreachable,
+    learn_application,
     metadata_to_dict,
     needs_refresh,
     never_local,
@@ -60,12 +61,12 @@ class QueryClient(ScanMethods[Scan]):
     included; ``security``: TLS and the bearer token (router.security). Thread-safe."""
 
     def __init__(self, target: str | Sequence[str], timeout: float = 10.0, *, security: Security = NO_SECURITY,
-                 max_table_age: float = MAX_TABLE_AGE_S) -> None:
+                 max_table_age: float = MAX_TABLE_AGE_S, application_id: str = "") -> None:
         self.seeds = parse_seeds(target)
         self.target = self.seeds[0]
         self.timeout = timeout
         self.max_table_age = max_table_age
-        self._pool = ChannelPool(security)
+        self._pool = ChannelPool(security, application_id)
         self._entries = Entries(self.seeds)
         self._table: RoutingTable | None = None
         self._stale = False
@@ -86,26 +87,28 @@ class QueryClient(ScanMethods[Scan]):
         request = get_request(store, key, allow_stale, max_lag, position)
         options = routing_options(request)
         backoff = Backoff()
+        asked = [""]  # the endpoint asked last: the one that answered
         while True:
             table = self._fresh_table(deadline)
             task = table.task_of(store, key) if table is not None and options is not None else None
             try:
                 if table is not None and table.is_global(store):
-                    reply = self._ask_global(store, request, table, deadline)
+                    reply, asked[0] = self._ask_global(store, request, table, deadline)
                 elif table is None or task is None or options is None:
-                    reply, _ = self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
+                    reply, asked[0] = self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
                 else:
                     def ask(endpoint: str) -> pb.GetReply:
+                        asked[0] = endpoint
                         return ask_get(self._pool, endpoint, request, deadline.attempt_timeout(allow_stale))
                     reply = QueryRouter(table.view, None).route(store, task, options, never_local, ask)
-                return result_of(reply, table, store)
+                return result_of(reply, table, store, asked[0])
             except UnavailableError as e:
                 self._stale = True
                 pause = backoff.pause(deadline) if e.reason in RETRY_REASONS else None
                 if pause is None:
                     raise unavailable(e) from None
             except grpc.RpcError as e:
-                pause = backoff.pause(deadline) if is_retryable(e) else None
+                pause = backoff.pause(deadline) if get_retryable(e, table) else None
                 if pause is None:
                     raise
                 self._stale = True
@@ -131,10 +134,14 @@ class QueryClient(ScanMethods[Scan]):
         page_size, limit, page_token = prepare_scan(request, **opts)
         name = method_of(request)
 
+        scans: list[Scan] = []
+
         def page(r: ScanRequest) -> list[pb.ScanReply]:
-            return self._on_entry(lambda stub, t: list(getattr(stub, name)(r, timeout=t)),
-                                  Deadline.within(self.timeout))[0]
-        return Scan(page, request, page_size, limit, page_token)
+            replies, scans[0].asked = self._on_entry(lambda stub, t: list(getattr(stub, name)(r, timeout=t)),
+                                                     Deadline.within(self.timeout))
+            return replies
+        scans.append(Scan(page, request, page_size, limit, page_token))
+        return scans[0]
 
     def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
               resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
@@ -144,7 +151,7 @@ class QueryClient(ScanMethods[Scan]):
         req = watch_request(store, key, prefix, all_keys, resume_token, from_beginning, with_json)
         stub = self._pool.stub
         return Watch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left),
-                     Endpoints(stub, list(self.seeds), self.timeout), req, timeout)
+                     Endpoints(stub, list(self.seeds), self.timeout), req, timeout, start_timeout=self.timeout)
 
     def metadata(self) -> pb.MetadataReply:
         """The routing table as the entry instance (the first seed that answers) sees it."""
@@ -159,7 +166,8 @@ class QueryClient(ScanMethods[Scan]):
         return self._table
 
     # -- parts ---------------------------------------------------------------------------------
-    def _ask_global(self, store: str, request: pb.GetRequest, table: RoutingTable, deadline: Deadline) -> pb.GetReply:
+    def _ask_global(self, store: str, request: pb.GetRequest, table: RoutingTable,
+                    deadline: Deadline) -> tuple[pb.GetReply, str]:
         """A Get of a global store: the first instance that answers from its own copy (entry
         order); one still loading it, or unreachable, passes to the next."""
         refused: list[UnavailableError] = []
@@ -171,7 +179,7 @@ class QueryClient(ScanMethods[Scan]):
                 refused.append(e)
                 continue
             self._entries.answered(endpoint)
-            return reply
+            return reply, endpoint
         raise global_exhausted(store, refused, endpoints)
 
     def _fresh_table(self, deadline: Deadline) -> RoutingTable | None:
@@ -207,6 +215,7 @@ class QueryClient(ScanMethods[Scan]):
                 continue
             self._entries.answered(endpoint)
             if isinstance(result, pb.MetadataReply):
+                learn_application(self._pool, result)
                 self._table, self._stale = RoutingTable(result), False
             return result, endpoint
         assert last is not None

@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 
+from router.application_guard import is_wrong_application
 from router.forward import FORWARD_TIMEOUT_S
 from router.options import QueryOptions
 from router.routing_table import RoutingTable, decode_value
@@ -51,6 +52,8 @@ class QueryResult:
     value: Any
     metadata: dict[str, Any]
     value_json: str = ""
+    #: the endpoint this client sent the call to (a routed Get goes straight to the key's owner)
+    asked: str = ""
 
     @property
     def json_value(self) -> Any:
@@ -110,10 +113,10 @@ def session_request(store: str, key: str, allow_stale: bool, max_lag: int | None
     return pb.SessionFetchRequest(store=store, key=key, options=query_options(allow_stale, max_lag, position))
 
 
-def result_of(reply: pb.GetReply, table: RoutingTable | None, store: str) -> QueryResult:
+def result_of(reply: pb.GetReply, table: RoutingTable | None, store: str, asked: str = "") -> QueryResult:
     serde = table.value_serde(store) if table is not None else None
     return QueryResult(reply.found, decode_value(reply, serde), metadata_to_dict(reply.metadata),
-                       reply.value_json if reply.found else "")
+                       reply.value_json if reply.found else "", asked)
 
 
 def key_text(key: KeyArg) -> str:
@@ -255,8 +258,11 @@ def global_exhausted(store: str, refused: list[UnavailableError], tried: list[st
 
 
 def is_unreachable(e: grpc.RpcError) -> bool:
-    """The transport failed (connection refused, reset, no answer in time), as opposed to an
-    instance answering with a status."""
+    """The transport failed (connection refused, reset, no answer in time), or a server of
+    another application answered (the instance wanted is not there), as opposed to an instance
+    answering with a status."""
+    if is_wrong_application(e):
+        return True
     code = e.code()
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return True
@@ -269,6 +275,25 @@ def is_retryable(e: grpc.RpcError) -> bool:
         return True
     head = (e.details() or "").split(":", 1)[0]
     return e.code() is grpc.StatusCode.UNAVAILABLE and head in {r.name for r in RETRY_REASONS}
+
+
+def is_refused(e: grpc.RpcError) -> bool:
+    """Nothing listens at the address (the connection was refused), or another application's
+    server does: no retry changes that while the client knows no other instance."""
+    return is_wrong_application(e) or (
+        e.code() is grpc.StatusCode.UNAVAILABLE and "connection refused" in (e.details() or "").lower())
+
+
+def get_retryable(e: grpc.RpcError, table: RoutingTable | None) -> bool:
+    """Whether a Get retries after ``e``: as :func:`is_retryable`, except that before any instance
+    answered (no routing table) a refused connection fails at once, as the scans do."""
+    return is_retryable(e) and not (table is None and is_refused(e))
+
+
+def learn_application(pool: Any, reply: pb.MetadataReply) -> None:
+    """The first Metadata reply names the application the client's later calls are meant for."""
+    if not pool.application_id and reply.application_id:
+        pool.application_id = reply.application_id
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from router.application_guard import is_wrong_application
 from router.channels import ChannelPool
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
@@ -27,7 +28,10 @@ def hop_timeout(time_remaining: float | None) -> float:
 
 def refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
     """The UnavailableError of a gRPC error that means "ask the next candidate" (None: another
-    error, e.g. NOT_FOUND or INVALID_ARGUMENT, for the caller to pass through)."""
+    error, e.g. NOT_FOUND or INVALID_ARGUMENT, for the caller to pass through). A server of
+    another application at ``endpoint`` is not the replica wanted: NOT_AVAILABLE too."""
+    if is_wrong_application(e):
+        return UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e.details()}")
     if e.code() not in _TRY_NEXT:
         return None
     details = e.details() or ""

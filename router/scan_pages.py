@@ -64,6 +64,8 @@ class Scan:
         #: partition -> reason, for partitions that could not answer on some page
         self.missing: dict[int, str] = {}
         self.pages = 0
+        #: the endpoint the last page was asked of (the entry that scattered it)
+        self.asked = ""
         self.key_serde = ""
         self.value_serde = ""
 

@@ -29,6 +29,8 @@ SETTINGS = (TLS_CERT_FILE, TLS_KEY_FILE, TLS_CA_FILE, AUTH_TOKEN)
 #: calls that need no token: health checks (a kubelet's gRPC probe cannot send one)
 OPEN_METHODS_PREFIX = "/grpc.health.v1.Health/"
 AUTHORIZATION = "authorization"
+#: metadata a channel adds to each call, asked at the call (e.g. the application once learned)
+ExtraMetadata = Callable[[], Sequence[tuple[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -96,15 +98,25 @@ class Security:
     def server_interceptors(self) -> list[grpc.ServerInterceptor]:
         return [TokenInterceptor(self.token)] if self.token else []
 
-    def channel(self, endpoint: str) -> grpc.Channel:
-        """A channel to ``endpoint`` that dials with TLS as configured and sends the token."""
+    def channel(self, endpoint: str, extra: ExtraMetadata | None = None) -> grpc.Channel:
+        """A channel to ``endpoint`` that dials with TLS as configured and sends the token (and
+        what ``extra()`` returns at each call)."""
         ch = (grpc.secure_channel(endpoint, self.channel_credentials()) if self.dial_tls
               else grpc.insecure_channel(endpoint))
-        return grpc.intercept_channel(ch, _SyncTokenInterceptor(self.call_metadata())) if self.token else ch
+        if not self.token and extra is None:
+            return ch
+        return grpc.intercept_channel(ch, _SyncTokenInterceptor(self._metadata_of(extra)))
 
-    def aio_channel(self, endpoint: str) -> grpc.aio.Channel:
+    def _metadata_of(self, extra: ExtraMetadata | None) -> ExtraMetadata:
+        fixed = self.call_metadata()
+        if extra is None:
+            return lambda: fixed
+        return lambda: (*fixed, *extra())
+
+    def aio_channel(self, endpoint: str, extra: ExtraMetadata | None = None) -> grpc.aio.Channel:
+        md = self._metadata_of(extra)
         interceptors: Sequence[grpc.aio.ClientInterceptor] | None = (
-            [_AioUnaryUnary(self.call_metadata()), _AioUnaryStream(self.call_metadata())] if self.token else None)
+            [_AioUnaryUnary(md), _AioUnaryStream(md)] if self.token or extra is not None else None)
         if self.dial_tls:
             return grpc.aio.secure_channel(endpoint, self.channel_credentials(), interceptors=interceptors)
         return grpc.aio.insecure_channel(endpoint, interceptors=interceptors)
@@ -167,14 +179,15 @@ class TokenInterceptor(grpc.ServerInterceptor):
         message = ("a bearer token is required (metadata 'authorization: Bearer <token>')" if not token
                    else "the bearer token is not the one this instance expects")
         handler = continuation(details)
-        return _refusing(handler, message)
+        return refusing_handler(handler, grpc.StatusCode.UNAUTHENTICATED, message)
 
 
-def _refusing(handler: grpc.RpcMethodHandler | None, message: str) -> grpc.RpcMethodHandler:
-    """A handler of the same shape as ``handler`` that ends the call with UNAUTHENTICATED."""
+def refusing_handler(handler: grpc.RpcMethodHandler | None, code: grpc.StatusCode,
+                     message: str) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as ``handler`` that ends the call with ``code``."""
 
     def deny(request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        context.abort(code, message)
 
     if handler is not None and handler.response_streaming:
         if handler.request_streaming:
@@ -196,14 +209,14 @@ class _Details(grpc.ClientCallDetails):  # type: ignore[misc]
 
 
 class _SyncTokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    def __init__(self, metadata: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, metadata: ExtraMetadata) -> None:
         self._md = metadata
 
     def intercept_unary_unary(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
-        return continuation(_Details(details, self._md), request)
+        return continuation(_Details(details, self._md()), request)
 
     def intercept_unary_stream(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
-        return continuation(_Details(details, self._md), request)
+        return continuation(_Details(details, self._md()), request)
 
 
 class _AioDetails(grpc.aio.ClientCallDetails):
@@ -216,21 +229,21 @@ def _aio_details(d: grpc.aio.ClientCallDetails, md: Sequence[tuple[str, str]]) -
 
 
 class _AioUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self, metadata: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, metadata: ExtraMetadata) -> None:
         self._md = metadata
 
     async def intercept_unary_unary(self, continuation: Any, details: grpc.aio.ClientCallDetails,
                                     request: Any) -> Any:
-        return await continuation(_aio_details(details, self._md), request)
+        return await continuation(_aio_details(details, self._md()), request)
 
 
 class _AioUnaryStream(grpc.aio.UnaryStreamClientInterceptor):
-    def __init__(self, metadata: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, metadata: ExtraMetadata) -> None:
         self._md = metadata
 
     async def intercept_unary_stream(self, continuation: Any, details: grpc.aio.ClientCallDetails,
                                      request: Any) -> Any:
-        return await continuation(_aio_details(details, self._md), request)
+        return await continuation(_aio_details(details, self._md()), request)
 
 
 NO_SECURITY = Security()

@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 
+from router.application_guard import is_wrong_application
 from router.client_core import KeyArg, key_message
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_pages import decode_serde
@@ -67,14 +68,17 @@ class _WatchBase:
     """What a watch keeps between calls: the resume token, who serves it, the serdes, and which
     instances were tried; the sync and async loops only open calls and move items."""
 
-    def __init__(self, request: pb.WatchRequest, timeout: float | None, reconnect_timeout: float) -> None:
+    def __init__(self, request: pb.WatchRequest, timeout: float | None, reconnect_timeout: float,
+                 start_timeout: float | None) -> None:
         self._request = request
-        self._deadline = None if timeout is None else time.monotonic() + timeout
+        began = time.monotonic()
+        self._deadline = None if timeout is None else began + timeout
         self._reconnect_timeout = reconnect_timeout
+        self._start_by = None if start_timeout is None else began + start_timeout
         self._call: Any = None
         self._closed = False
-        #: resumes after the last item (a change, or progress the server reported); "" until the
-        #: stream started
+        #: resumes after the last item handed to the caller (a change, or progress the server
+        #: reported); "" until the stream started
         self.resume_token = request.resume_token
         #: where this watch started (the request's token, else the first header's)
         self.start_token = request.resume_token
@@ -101,9 +105,15 @@ class _WatchBase:
     def _next(self, endpoints: list[str]) -> tuple[str, pb.WatchRequest, float | None] | float | None:
         """What to do next: ``(endpoint, request, seconds left)`` to open, a pause in seconds
         (every instance failed this round), or None to stop (closed, or the timeout passed).
-        Raises the last error once no instance served the watch for ``reconnect_timeout``."""
+        Raises the last error once no instance served the watch for ``reconnect_timeout``, or
+        when none could start it by ``start_timeout`` (or before the timeout ended it)."""
         left = self._left()
-        if self._closed or (left is not None and left <= 0):
+        if self._closed:
+            return None
+        start_over = self._start_by is not None and time.monotonic() >= self._start_by
+        if not self.served_by and self._last_error is not None and (start_over or (left is not None and left <= 0)):
+            raise self._last_error
+        if left is not None and left <= 0:
             return None
         endpoint = next((e for e in endpoints if e not in self._tried), None)
         if endpoint is None:
@@ -140,7 +150,7 @@ class _WatchBase:
             code = error.code()
             if self._closed or code is grpc.StatusCode.DEADLINE_EXCEEDED:
                 return False
-            if code not in _RECONNECT:
+            if code not in _RECONNECT and not is_wrong_application(error):
                 raise error
             self._last_error = error
         self._tried.add(endpoint)
@@ -148,6 +158,11 @@ class _WatchBase:
             self._failed_at = time.monotonic()
         self._previous = self.served_by or self._previous
         return True
+
+    def _handed(self, item: WatchItem) -> None:
+        """``item`` goes to the caller now: the token resumes right after it."""
+        if isinstance(item, Change):
+            self.resume_token = item.resume_token
 
     def _header(self, h: pb.WatchHeader, endpoint: str) -> list[WatchItem]:
         first = not self.served_by
@@ -163,8 +178,7 @@ class _WatchBase:
     def _changes(self, changes: Any) -> list[WatchItem]:
         kd, vd = self._kd, self._vd
         out: list[WatchItem] = []
-        for c in changes:
-            self.resume_token = c.resume_token
+        for c in changes:  # the resume token moves as each is handed over (_handed)
             out.append(Change(kd(c.key), None if c.deleted else vd(c.value), c.deleted, c.partition, c.offset,
                               c.timestamp_ms, c.resume_token, c.key_json, c.value_json))
         return out
@@ -174,11 +188,14 @@ class Watch(_WatchBase):
     """Iterating yields :class:`Change` and :class:`RoutingChange` items until ``timeout`` seconds
     have passed (None: for ever), :meth:`close` is called, or an error the cluster answers
     (NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION: ``grpc.RpcError``). If no instance can
-    serve it for ``reconnect_timeout`` seconds, the last error is raised."""
+    serve it for ``reconnect_timeout`` seconds, or none starts it within ``start_timeout``
+    (None: the reconnect timeout), the last error is raised. ``resume_token`` never runs ahead
+    of the items handed over: stopping early loses nothing to a resume."""
 
     def __init__(self, open_call: OpenCall, endpoints: Callable[[], list[str]], request: pb.WatchRequest,
-                 timeout: float | None = None, reconnect_timeout: float = 30.0) -> None:
-        super().__init__(request, timeout, reconnect_timeout)
+                 timeout: float | None = None, reconnect_timeout: float = 30.0,
+                 start_timeout: float | None = None) -> None:
+        super().__init__(request, timeout, reconnect_timeout, start_timeout)
         self._open = open_call
         self._endpoints = endpoints
 
@@ -200,7 +217,9 @@ class Watch(_WatchBase):
                 if self._closed:  # closed while the call was being opened
                     self._call.cancel()
                 for reply in self._call:
-                    yield from self._items(reply, endpoint)
+                    for item in self._items(reply, endpoint):
+                        self._handed(item)
+                        yield item
             except grpc.RpcError as e:
                 error = e
             finally:
@@ -213,8 +232,9 @@ class AsyncWatch(_WatchBase):
     """:class:`Watch` for ``async for`` (grpc.aio); ``await close()`` or ``close()`` ends it."""
 
     def __init__(self, open_call: OpenCall, endpoints: Callable[[], Awaitable[list[str]]],
-                 request: pb.WatchRequest, timeout: float | None = None, reconnect_timeout: float = 30.0) -> None:
-        super().__init__(request, timeout, reconnect_timeout)
+                 request: pb.WatchRequest, timeout: float | None = None, reconnect_timeout: float = 30.0,
+                 start_timeout: float | None = None) -> None:
+        super().__init__(request, timeout, reconnect_timeout, start_timeout)
         self._open = open_call
         self._endpoints = endpoints
 
@@ -237,6 +257,7 @@ class AsyncWatch(_WatchBase):
                     self._call.cancel()
                 async for reply in self._call:
                     for item in self._items(reply, endpoint):
+                        self._handed(item)
                         yield item
             except grpc.RpcError as e:
                 error = e

@@ -43,8 +43,8 @@ def plan(topology: Topology, app_id: str, existing: dict[str, int]) -> tuple[Top
             if t not in topology.internal_topics:
                 if t not in existing:
                     raise StreamsException(
-                        f"source topic {t!r} does not exist; create it before starting the application "
-                        f"(e.g. with {sorted(existing)[:5]} as a model)")
+                        f"source topic {t!r} does not exist; create it before starting the application: "
+                        f"`iqmesh topic create {t} --partitions N --bootstrap HOST:PORT`")
                 counts[t] = existing[t]
     for t, spec in topology.internal_topics.items():
         if spec.num_partitions:

@@ -22,6 +22,7 @@ from instance.server.scans import ScanService
 from instance.server.status import to_status
 from instance.server.strict_handlers import strict_handler
 from instance.server.watch import WatchService
+from router.application_guard import ApplicationInterceptor
 from router.channels import ChannelPool
 from router.echo import echo
 from router.forward import forward_fetch, forward_get, hop_timeout
@@ -29,6 +30,7 @@ from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import InstanceCounters
 from router.options import QueryOptions
 from router.partitioner import default_partition
+from router.ports import PortInUseError, check_port_free
 from router.query_keys import check_query_key
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
@@ -63,7 +65,8 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
 
     def __init__(self, streams: KafkaStreams, security: Security | None = None) -> None:
         self.streams = streams
-        self.pool = ChannelPool(streams.config.security if security is None else security)
+        self.pool = ChannelPool(streams.config.security if security is None else security,
+                                streams.config.application_id)
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
         self.watches = WatchService(streams)
@@ -270,7 +273,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         streams = self.streams
         now = int(time.time() * 1000)
-        out = pb.MetadataReply(asked=streams.instance_id)
+        out = pb.MetadataReply(asked=streams.instance_id, application_id=streams.config.application_id)
         for info in streams.metadata_for_all_streams_clients():
             out.instances.append(pb.InstanceMetadata(
                 instance_id=info.instance_id, endpoint=info.endpoint, state=info.state,
@@ -338,19 +341,27 @@ class QueryServer:
                  security: Security | None = None) -> None:
         security = streams.config.security if security is None else security
         host = streams.config.listen_host if host is None else host
+        address = f"{host}:{port}"
+        check_port_free(host, port)
+        # gRPC sets SO_REUSEPORT by default on Linux: a second server would share the port and
+        # answer some of the first one's calls
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
-                                  interceptors=security.server_interceptors())
+                                  interceptors=[*security.server_interceptors(),
+                                                ApplicationInterceptor(streams.config.application_id)],
+                                  options=[("grpc.so_reuseport", 0)])
         self.servicer = QueryServicer(streams, security)
         self.server.add_generic_rpc_handlers((strict_handler(self.servicer, _SERVICE),))
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (_SERVICE.full_name, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
-        address = f"{host}:{port}"
-        self.port = (self.server.add_secure_port(address, security.server_credentials()) if security.server_tls
-                     else self.server.add_insecure_port(address))
+        try:
+            self.port = (self.server.add_secure_port(address, security.server_credentials()) if security.server_tls
+                         else self.server.add_insecure_port(address))
+        except RuntimeError as e:  # grpcio reports a failed bind so
+            raise PortInUseError(address) from e
         if self.port == 0:
-            raise OSError(f"cannot bind gRPC port {address}")
+            raise PortInUseError(address)
         if not is_loopback(host) and not security.protected:
             log.warning("the query server listens on %s without TLS or a token: anyone who can reach it can read "
                         "every store. Set %s and %s (and %s), or %s=127.0.0.1 to keep it local",

@@ -2,7 +2,8 @@
 
 Every reply says who answered: a key its read metadata (served_by, role, position, lag, stale,
 position_token), a scan each partition's, the routing table the instance asked (``asked``) and the
-entry instance the gateway called (``via``).
+instance the gateway's call went to (``via``: for a key its owner, asked directly, unless the
+gateway's routing table was missing or wrong and an entry instance forwarded it one hop).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _partitions(gw: Gateway, scan: Scan) -> list[dict[str, Any]]:
 def _scan_summary(gw: Gateway, store: str, scan: Scan, count: int, via: str) -> dict[str, Any]:
     parts = _partitions(gw, scan)
     return {"store": store, "count": count, "next_page_token": scan.next_page_token, "complete": scan.complete,
-            "stale": any(s.get("stale") for s in parts), "partitions": parts, "via": via}
+            "stale": any(s.get("stale") for s in parts), "partitions": parts, "via": scan.asked or via}
 
 
 async def list_stores(request: web.Request) -> web.Response:
@@ -63,7 +64,7 @@ async def get_key(request: web.Request) -> web.Response:
     md = r.metadata
     gw.metrics.answered(md["served_by"], md["role"], md["stale"])
     return web.json_response({"store": store, "key": key, "found": r.found, "value": r.json_value, "metadata": md,
-                              "via": via})
+                              "via": r.asked or via})
 
 
 async def get_range(request: web.Request) -> web.Response:

@@ -15,6 +15,7 @@ from router.gateway.auth import auth_middleware
 from router.gateway.context import GATEWAY, Gateway, GatewayConfig
 from router.gateway.errors import error_middleware
 from router.gateway.metrics import metrics_middleware
+from router.ports import check_port_free
 from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ def run_gateway(config: GatewayConfig, host: str = "127.0.0.1", port: int = 8080
         log.warning("the gateway listens on %s:%s without TLS or a token: anyone who can reach it can read every "
                     "store. Set %s and %s (and %s), or --host 127.0.0.1", host, port, TLS_CERT_FILE, TLS_KEY_FILE,
                     AUTH_TOKEN)
-    print(f"iqmesh gateway on {scheme}://{host}:{port}/ (API /v1, OpenAPI /openapi.json, dashboard /)", flush=True)
-    web.run_app(create_app(config), host=host, port=port, print=None, shutdown_timeout=5,
+    check_port_free(host, port)  # before saying where it serves
+
+    def serving(_: str) -> None:  # called once the port is bound
+        print(f"iqmesh gateway on {scheme}://{host}:{port}/ (API /v1, OpenAPI /openapi.json, dashboard /)",
+              flush=True)
+
+    web.run_app(create_app(config), host=host, port=port, print=serving, shutdown_timeout=5,
                 ssl_context=security.server_ssl_context())

@@ -38,6 +38,11 @@ class Discovery:
     def ready(self) -> bool:
         return bool(self.endpoints())
 
+    @property
+    def problem(self) -> str:
+        """Why no instance can be found, when this discovery knows (``""`` otherwise)."""
+        return ""
+
     def start(self) -> None:
         """Nothing to start for seeds."""
 
@@ -61,6 +66,10 @@ class TopicDiscovery(Discovery):
     @property
     def ready(self) -> bool:
         return self.reader.loaded.is_set() and super().ready
+
+    @property
+    def problem(self) -> str:
+        return self.reader.problem.current
 
     def start(self) -> None:
         self.reader.start()

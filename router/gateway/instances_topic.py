@@ -14,9 +14,11 @@ import time
 import uuid
 from collections.abc import Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from instance.runtime.kafka_log import client_logging
 from instance.runtime.metadata_service import metadata_topic
+from router.gateway.discovery_problem import ProblemLog, describe
 from router.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
@@ -35,15 +37,21 @@ class InstancesTopicReader(threading.Thread):
         self._tp = TopicPartition(metadata_topic(application_id), 0)
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"{application_id}-gateway-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "client.id": "iqmesh-gateway", **(kafka or {})})
+            "enable.auto.commit": False, "client.id": "iqmesh-gateway", **client_logging(), **(kafka or {})})
         self._consumer.assign([TopicPartition(self._tp.topic, 0, OFFSET_BEGINNING)])
         self._consumer.pause([self._tp])
         self._position = 0
+        self._where = (bootstrap, application_id)
+        #: why no instance is known, when the topic cannot be read (``problem.current``)
+        self.problem = ProblemLog(log)
 
     def run(self) -> None:
         while not self._stopping.is_set():
             try:
                 self._catch_up()
+                self.problem.clear()
+            except KafkaException as e:
+                self.problem.report(describe(e, self._tp.topic, *self._where))
             except Exception:
                 log.exception("reading %s failed", self._tp.topic)
             self._stopping.wait(self._interval)

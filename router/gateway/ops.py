@@ -20,7 +20,9 @@ async def readyz(request: web.Request) -> web.Response:
     gw = gateway_of(request)
     snap = gw.poller.latest
     reasons = []
-    if not gw.discovery.ready:
+    if gw.discovery.problem:
+        reasons.append(gw.discovery.problem)
+    elif not gw.discovery.ready:
         reasons.append("no instance discovered yet")
     if snap is None or not gw.poller.fresh:
         reasons.append(f"no fresh routing table ({snap.error if snap and snap.error else 'not polled yet'})")

@@ -27,6 +27,7 @@ from router.gateway.events import sse
 from router.gateway.params import boolean, integer
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from router.security import Security
 
 #: a comment this often while nothing happens (keeps proxies from closing the stream, and finds
 #: a client that went away)
@@ -61,12 +62,14 @@ def _event(name: str, data: dict[str, Any], event_id: str = "") -> bytes:
     return head + sse(name, data)
 
 
-async def _open(entries: list[str], request: pb.WatchRequest) -> tuple[grpc.aio.Channel, Any, pb.WatchReply, str]:
-    """The first entry that starts the watch: its channel, call, header reply and endpoint. The
-    cluster's refusals raise as they are; entries that cannot be reached (or are busy) are skipped."""
+async def _open(entries: list[str], request: pb.WatchRequest,
+                security: Security) -> tuple[grpc.aio.Channel, Any, pb.WatchReply, str]:
+    """The first entry that starts the watch: its channel (dialled with the gateway's TLS and
+    token, as every other call), call, header reply and endpoint. The cluster's refusals raise as
+    they are; entries that cannot be reached (or are busy) are skipped."""
     failures: list[str] = []
     for endpoint in entries:
-        channel = grpc.aio.insecure_channel(endpoint)
+        channel = security.aio_channel(endpoint)
         call = pb_grpc.InteractiveQueryStub(channel).Watch(request)
         try:
             first = await call.read()
@@ -95,7 +98,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     store = request.match_info["store"]
     limit = integer(request.query, "max_events", None, 1)
     req = watch_request(store, request.query, request.headers.get("Last-Event-ID", ""))
-    channel, call, first, via = await _open(gw.backend.entries(), req)
+    channel, call, first, via = await _open(gw.backend.entries(), req, gw.backend.security)
     try:
         h = first.header
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",

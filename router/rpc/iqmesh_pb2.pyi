@@ -325,7 +325,7 @@ class StoreRoute(_message.Message):
     def __init__(self, store: _Optional[str] = ..., subtopology: _Optional[int] = ..., partitions: _Optional[int] = ..., key_serde: _Optional[str] = ..., value_serde: _Optional[str] = ..., global_store: _Optional[bool] = ...) -> None: ...
 
 class MetadataReply(_message.Message):
-    __slots__ = ("asked", "instances", "store_partitions", "store_routes")
+    __slots__ = ("asked", "instances", "store_partitions", "store_routes", "application_id")
     class StorePartitionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -337,11 +337,13 @@ class MetadataReply(_message.Message):
     INSTANCES_FIELD_NUMBER: _ClassVar[int]
     STORE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     STORE_ROUTES_FIELD_NUMBER: _ClassVar[int]
+    APPLICATION_ID_FIELD_NUMBER: _ClassVar[int]
     asked: str
     instances: _containers.RepeatedCompositeFieldContainer[InstanceMetadata]
     store_partitions: _containers.ScalarMap[str, int]
     store_routes: _containers.RepeatedCompositeFieldContainer[StoreRoute]
-    def __init__(self, asked: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[InstanceMetadata, _Mapping]]] = ..., store_partitions: _Optional[_Mapping[str, int]] = ..., store_routes: _Optional[_Iterable[_Union[StoreRoute, _Mapping]]] = ...) -> None: ...
+    application_id: str
+    def __init__(self, asked: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[InstanceMetadata, _Mapping]]] = ..., store_partitions: _Optional[_Mapping[str, int]] = ..., store_routes: _Optional[_Iterable[_Union[StoreRoute, _Mapping]]] = ..., application_id: _Optional[str] = ...) -> None: ...
 
 class WindowFetchRequest(_message.Message):
     __slots__ = ("store", "key", "raw_key", "time_from", "time_to", "options", "forwarded")

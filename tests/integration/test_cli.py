@@ -10,8 +10,11 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from concurrent import futures
 from pathlib import Path
 
+import grpc
 import pytest
 
 from devtools.broker import free_port
@@ -113,3 +116,47 @@ def test_apache_kafka_without_java_or_maven_is_one_line(tmp_path: Path, missing:
                           env={**os.environ, "PATH": str(bin_dir), "IQMESH_CACHE": str(tmp_path / "cache")})
     line = _one_error_line(done, "broker", "BROKER_ERROR")
     assert f"{missing} was not found on PATH" in line and "apt-get install" in line, line
+
+
+def _grpc_server_on_a_port() -> tuple[grpc.Server, int]:
+    """A gRPC server with gRPC's default options (SO_REUSEPORT on Linux), as another application's
+    instance or an older iqmesh would hold a port."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+@pytest.mark.timeout(90)
+def test_a_query_port_in_use_stops_the_start(tmp_path: Path) -> None:
+    """Issue 16 point 1: `iqmesh run` shared a port with another gRPC server (gRPC's SO_REUSEPORT)
+    and said it served queries; the gateway printed its URL before failing on a port in use."""
+    server, port = _grpc_server_on_a_port()
+    try:
+        done = _iqmesh("run", "examples.wordcount", "--application-id", "dup", "--bootstrap", "127.0.0.1:1",
+                       "--grpc-port", str(port), "--state-dir", str(tmp_path), timeout=60)
+        line = _one_error_line(done, "run", "PORT_IN_USE")
+        assert f"127.0.0.1:{port}" in line and "serving queries" not in done.stdout, done
+        gateway = _iqmesh("gateway", "--seeds", "127.0.0.1:1", "--port", str(port), timeout=60)
+        line = _one_error_line(gateway, "gateway", "PORT_IN_USE")
+        assert f"127.0.0.1:{port}" in line and "iqmesh gateway on" not in gateway.stdout, gateway
+    finally:
+        server.stop(None)
+
+
+@pytest.mark.timeout(60)
+def test_watch_and_get_of_a_refused_port_fail_fast() -> None:
+    """Issue 16 point 4: `watch` of a dead target printed nothing and never exited (with --duration:
+    exit 0 and an empty end); `get` retried a refused connection for its whole --timeout."""
+    target = f"127.0.0.1:{free_port()}"
+    for extra in (("--timeout", "2"), ("--timeout", "10", "--duration", "3")):
+        start = time.monotonic()
+        done = _iqmesh("watch", "--target", target, "--store", "counts", "--key", "k", *extra, timeout=30)
+        elapsed = time.monotonic() - start
+        line = _one_error_line(done, "watch", "UNAVAILABLE")
+        assert f"no answer from {target}" in line and done.stdout == "", done
+        assert elapsed < 8, f"watch {extra} took {elapsed:.1f}s"
+    start = time.monotonic()
+    _one_error_line(_iqmesh("get", "--target", target, "--store", "counts", "--key", "k", "--timeout", "10"),
+                    "get", "UNAVAILABLE")
+    assert time.monotonic() - start < 5, "get waited for its timeout on a refused connection"

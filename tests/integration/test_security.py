@@ -64,6 +64,16 @@ def _https(url: str, ctx: ssl.SSLContext, token: str = "") -> tuple[int, dict[st
         return e.code, dict(e.headers), json.loads(e.read())
 
 
+def _sse(url: str, ctx: ssl.SSLContext, token: str) -> tuple[int, str]:
+    """Status and the whole text of an event stream that ends by itself (``max_events``)."""
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 @pytest.mark.timeout(240)
 def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, unique: str) -> None:
     cert, key = self_signed(tmp_path)
@@ -102,6 +112,15 @@ def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, 
                               "--config", f"iqmesh.auth.token={TOKEN}"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and json.loads(out.stdout)["value"] == truth[elsewhere], out
+        # issue 16 point 3: watch takes the same settings (it had no --config / --config-file)
+        props = tmp_path / "client.properties"
+        props.write_text(f"iqmesh.tls.ca.file={cert}\niqmesh.auth.token={TOKEN}\n")
+        out = subprocess.run([sys.executable, "-m", "instance.cli", "watch", "--target", seed, "--store", STORE,
+                              "--key", elsewhere, "--from-beginning", "--limit", "1", "--duration", "30",
+                              "--config-file", str(props)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out
+        change, end = (json.loads(line) for line in out.stdout.splitlines())
+        assert change["key"] == elsewhere and end["end"]["changes"] == 1, out.stdout
 
         # the forwarding hop between instances: over TLS, with the token
         channel = grpc.secure_channel(seed, good.channel_credentials())
@@ -147,6 +166,11 @@ def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, 
         assert status == 200 and body["value"] == truth[word], body
         status, headers, _ = _https(f"{url}/v1/stores?access_token={TOKEN}", ctx)
         assert status == 200 and "iqmesh_token=" in headers.get("Set-Cookie", "")
+        # issue 16 point 3: the SSE watch dials the instances with TLS and the token too
+        status, events = _sse(f"{url}/v1/stores/{STORE}/watch?key={word}&from_beginning=true&max_events=1",
+                              ctx, TOKEN)
+        assert status == 200 and "event: start" in events and "event: change" in events, events
+        assert f'"key":"{word}"' in events, events
     finally:
         if gateway is not None:
             gateway.terminate()

@@ -184,3 +184,20 @@ def test_seeds_and_an_unreachable_entry(gateway_cluster: GatewayCluster, tmp_pat
         assert body["via"] != dead
     finally:
         gw.stop()
+
+
+def test_via_names_the_instance_the_gateway_asked(gateway_cluster: GatewayCluster) -> None:
+    """The gateway's client sends a key straight to its owner: ``via`` is that owner, which
+    answered itself (not forwarded), not the entry instance the gateway first learned of."""
+    gc = gateway_cluster
+    vias = set()
+    for word in sorted(gc.truth)[:12]:
+        status, body = gc.get(f"/v1/stores/counts/keys/{Q(word)}")
+        assert status == 200, body
+        md = body["metadata"]
+        if not md["forwarded"]:
+            assert body["via"] == md["endpoint"], body  # "answered itself" is then true
+        vias.add(body["via"])
+    assert vias == {i.target for i in gc.cluster.instances}
+    status, body = gc.get("/v1/stores/counts/range?limit=3")
+    assert status == 200 and body["via"] in {i.target for i in gc.cluster.instances}
