@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from instance.errors import BrokerUnreachableException, ConfigException
+from instance.runtime.kafka_log import KAFKA_LOGGER
 
 #: seconds to wait for a first metadata answer (librdkafka retries the connection meanwhile)
 REACH_TIMEOUT_S = 10.0
@@ -50,7 +51,13 @@ def check_reachable(admin: AdminClient, bootstrap: str, timeout: float = REACH_T
         admin.list_topics(timeout=timeout)
     except KafkaException as e:
         err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-        admin.poll(0)  # error callbacks run only when the client is polled
+        # error callbacks run only when the client is polled; its queued connection-refused log
+        # lines are not wanted beside the one line this raises
+        KAFKA_LOGGER.disabled, was = True, KAFKA_LOGGER.disabled
+        try:
+            admin.poll(0)
+        finally:
+            KAFKA_LOGGER.disabled = was
         refused = errors.first if errors is not None else None
         if refused is not None:
             raise ConfigException(_REFUSED[refused.code()].format(b=bootstrap, e=refused.str())) from None
