@@ -112,6 +112,11 @@ class StreamsConfig:
             problems.append("max.task.idle.ms must be -1 (never wait), 0 or a positive number of ms")
         if self.membership_assist not in ("auto", "true", "false"):
             problems.append(f"iqmesh.membership.assist must be auto, true or false, got {self.membership_assist!r}")
+        protocol = {k: v for k, v in self.extra.items() if k.split(".")[-2:] == ["group", "protocol"]}
+        if any(v.strip().lower() != "classic" for v in protocol.values()):
+            problems.append(f"{', '.join(protocol)}: only the classic rebalance protocol is supported yet (tasks are "
+                            "assigned eagerly with the range assignor; the consumer protocol of KIP-848 is "
+                            "incremental); remove the setting")
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
         for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",

@@ -73,3 +73,11 @@ def test_a_jaas_config_without_credentials_is_a_clear_error() -> None:
 def test_a_misspelt_setting_is_still_refused() -> None:
     with pytest.raises(ConfigException, match="unknown setting"):
         StreamsConfig.from_properties({**BASE, "num.stream.thread": "2"})
+
+
+@pytest.mark.parametrize("name", ["consumer.group.protocol", "main.consumer.group.protocol"])
+def test_the_consumer_rebalance_protocol_is_refused_until_supported(name: str) -> None:
+    with pytest.raises(ConfigException, match="only the classic rebalance protocol"):
+        StreamsConfig.from_properties({**BASE, name: "consumer"})
+    assert StreamsConfig.from_properties({**BASE, name: "classic"}).client_config("main.consumer")["group.protocol"] \
+        == "classic"
