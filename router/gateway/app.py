@@ -20,11 +20,16 @@ from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
 
 log = logging.getLogger(__name__)
 
+#: a request line as long as a 1 MiB key percent-encoded (3 bytes per byte) and the rest of the URL
+#: (aiohttp's default, 8190 bytes, refused keys over ~2-8 KB)
+MAX_REQUEST_LINE = 3 * 2**20 + 64 * 2**10
+
 
 def create_app(config: GatewayConfig) -> web.Application:
     gw = Gateway.of(config)
     app = web.Application(middlewares=[metrics_middleware(gw.metrics), error_middleware,
-                                       auth_middleware(config.security)])
+                                       auth_middleware(config.security)],
+                          handler_args={"max_line_size": MAX_REQUEST_LINE})
     app[GATEWAY] = gw
     api.add_routes(app)
     app.router.add_get("/v1/events", events.events)

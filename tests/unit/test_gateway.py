@@ -95,6 +95,10 @@ class Fake(pb_grpc.InteractiveQueryServicer):
         return pb.GetReply(found=True, value_json=json.dumps(request.key),
                            metadata=pb.ReadMetadata(served_by=self.name, role="ACTIVE"))
 
+    def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[pb.WatchReply]:
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{self.name} serves 8 watches already (at most 8)")
+        yield pb.WatchReply()
+
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         return pb.MetadataReply(asked=self.name, instances=[pb.InstanceMetadata(
             instance_id=self.name, endpoint="", state="RUNNING", alive=True)], store_partitions={"s": 1})
@@ -273,3 +277,39 @@ def test_openapi_declares_the_bearer_scheme_when_a_token_is_required() -> None:
     ops = {path: item["get"]["security"] for path, item in guarded["paths"].items()}
     assert ops.pop("/healthz") == [] and ops.pop("/readyz") == []
     assert ops and all(s == [{"bearerAuth": []}] for s in ops.values())
+
+
+async def test_rest_edge_cases(servers: list[tuple[str, Fake]]) -> None:
+    """Long keys fit in the path (the README allows 1 MiB), bytes that are not UTF-8 are a 400,
+    unknown parameters are a 400 naming the known ones, and a watch refused by every instance's
+    watch cap says so, with Retry-After."""
+    (a, _), _ = servers
+    app = create_app(GatewayConfig(seeds=(a,), timeout=10))
+    async with TestClient(TestServer(app)) as client:
+        for n in (9000, 2**20):
+            key = "k" * n
+            r = await client.get(f"/v1/stores/s/keys/{key}")
+            assert r.status == 200 and (await r.json())["value"] == key, n
+        key = "\u00fc" * 2**19  # 1 MiB of UTF-8, 3 MiB percent-encoded
+        r = await client.get("/v1/stores/s/keys/" + "%C3%BC" * 2**19)
+        assert r.status == 200 and (await r.json())["value"] == key
+
+        r = await client.get("/v1/stores/s/keys/%FF%FE")
+        body = await r.json()
+        assert r.status == 400 and body["error"]["code"] == "INVALID_ARGUMENT", body
+        assert "not percent-encoded UTF-8" in body["error"]["message"]
+
+        for path, known in (("/v1/stores/s/keys/a?allow_stal=true", "allow_stale, max_lag, position"),
+                            ("/v1/stores/s/range?limt=5", "page_token, from, to"),
+                            ("/v1/stores/s/all?pagesize=5", "require_complete, limit, page_token"),
+                            ("/v1/stores/s/watch?resume=abc", "key, prefix, token, from_beginning, max_events")):
+            r = await client.get(path)
+            body = await r.json()
+            assert r.status == 400 and body["error"]["code"] == "INVALID_ARGUMENT", (path, body)
+            assert "unknown query parameter" in body["error"]["message"] and known in body["error"]["message"], body
+
+        r = await client.get("/v1/stores/s/watch")
+        body = await r.json()
+        assert r.status == 503 and body["error"]["reason"] == "WATCH_CAP_REACHED", body
+        assert "watch cap" in body["error"]["message"] and body["error"]["tried"] == [a]
+        assert r.headers["Retry-After"] == "5"
