@@ -225,7 +225,8 @@ def test_prometheus_text() -> None:
 
 def test_every_api_route_is_documented_and_every_documented_path_is_routed() -> None:
     app = create_app(GatewayConfig(seeds=("127.0.0.1:1",)))
-    routed = {r.resource.canonical for r in app.router.routes() if r.method == "GET" and r.resource is not None}
+    routed = {r.resource.canonical for r in app.router.routes()
+              if r.method in ("GET", "POST") and r.resource is not None}
     api = {p for p in routed if p.startswith("/v1/") or p in ("/healthz", "/readyz", "/metrics", "/openapi.json")}
     documented = set(document()["paths"])
     assert api - documented == {"/openapi.json"}  # the document itself
@@ -273,9 +274,9 @@ def test_openapi_declares_the_bearer_scheme_when_a_token_is_required() -> None:
     assert guarded["components"]["securitySchemes"]["bearerAuth"] == {
         "type": "http", "scheme": "bearer", "description": guarded["components"]["securitySchemes"]["bearerAuth"][
             "description"]}
-    assert all("security" not in item["get"] for item in open_doc["paths"].values())
-    ops = {path: item["get"]["security"] for path, item in guarded["paths"].items()}
-    assert ops.pop("/healthz") == [] and ops.pop("/readyz") == []
+    assert all("security" not in op for item in open_doc["paths"].values() for op in item.values())
+    ops = {(path, m): op["security"] for path, item in guarded["paths"].items() for m, op in item.items()}
+    assert ops.pop(("/healthz", "get")) == [] and ops.pop(("/readyz", "get")) == []
     assert ops and all(s == [{"bearerAuth": []}] for s in ops.values())
 
 
@@ -293,6 +294,21 @@ async def test_rest_edge_cases(servers: list[tuple[str, Fake]]) -> None:
         key = "\u00fc" * 2**19  # 1 MiB of UTF-8, 3 MiB percent-encoded
         r = await client.get("/v1/stores/s/keys/" + "%C3%BC" * 2**19)
         assert r.status == 200 and (await r.json())["value"] == key
+
+        r = await client.post("/v1/stores/s/keys", json={"key": key})  # the same 1 MiB key in a body
+        assert r.status == 200 and (await r.json())["value"] == key
+        for bad in (b"nope", b"[]", b'{"key": 5}', b'{"key": ""}', b'{"key": "a", "x": 1}'):
+            r = await client.post("/v1/stores/s/keys", data=bad)
+            assert r.status == 400 and (await r.json())["error"]["code"] == "INVALID_ARGUMENT", bad
+        r = await client.post("/v1/stores/s/keys", data=b'{"key": "' + b"k" * (7 * 2**20) + b'"}')
+        assert r.status == 413 and (await r.json())["error"]["code"] == "PAYLOAD_TOO_LARGE"
+        # aiohttp's own refusals (before any handler) come in the JSON envelope too
+        r = await client.get("/v1/stores/s/keys/" + "k" * (4 * 2**20))
+        body = await r.json()
+        assert r.status == 400 and body["error"]["code"] == "INVALID_ARGUMENT" and "POST" in body["error"]["message"]
+        r = await client.get("/v1/stores/s/keys/a", headers={"X-Long": "h" * 9000})
+        body = await r.json()
+        assert r.status in (400, 431) and body["error"]["message"], body
 
         r = await client.get("/v1/stores/s/keys/%FF%FE")
         body = await r.json()
