@@ -255,7 +255,8 @@ def start_broker(data_dir: Path, port: int | None = None, timeout: float = 30.0)
     if port is None:
         port = free_port()
     elif _tcp_ok(HOST, port, 0.2):
-        raise BrokerError(f"port {port} on {HOST} is already in use; pick another port or pass port=None")
+        raise BrokerError(f"port {port} on {HOST} is already in use: pick another --port (or leave --port out "
+                          "and a free one is picked)")
 
     binary = find_noida_binary()
     cmd = [binary, "start", "--only", "kafka", "--host", HOST, "--kafka-port", str(port),

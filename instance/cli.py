@@ -471,7 +471,8 @@ def _error_message(e: BaseException, args: argparse.Namespace) -> str:
         details = e.details() or ""
         if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and \
                 details.split(":", 1)[0] not in UnavailableReason.__members__:
-            return f"no answer from {args.target} ({details}): is an instance serving queries there?"
+            return (f"no answer from {args.target} ({details}): is an instance serving queries there?"
+                    f"{_tls_hint(details, args)}")
         return details
     return str(e)
 
@@ -493,6 +494,22 @@ def check_numbers(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if value is not None and value < 0:
             raise ConfigException(f"--{name.replace('_', '-')} must be 0 or more, got {value}")
+
+
+def _tls_hint(details: str, args: argparse.Namespace) -> str:
+    """A TLS server closes a plaintext client's connection at once ("Socket closed"): say so."""
+    from router.security import TLS_CA_FILE
+
+    if "Socket closed" not in details:
+        return ""
+    try:
+        tls = bool(_client_security(args).ca_file)
+    except Exception:
+        tls = False
+    if tls:
+        return " (it closed the connection: is it serving TLS with a certificate your CA file signs?)"
+    return (" It closed the connection at once, as a TLS server does for a plaintext client: if it serves TLS, "
+            f"give its CA with --config {TLS_CA_FILE}=PATH (or --config-file)")
 
 
 def report_error(command: str, code: str, message: str) -> None:

@@ -22,6 +22,8 @@ R = TypeVar("R")
 
 #: instance states in which this instance trusts the view enough to route to the active
 _ROUTING_STATES = ("RUNNING", "REBALANCING")
+#: refusals of the active that a standby's (stale) answer gets around
+_STALE_HELPS = (UnavailableReason.REBALANCING, UnavailableReason.NOT_ACTIVE, UnavailableReason.NOT_AVAILABLE)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,9 @@ class QueryRouter:
                 return answer_local() if c.instance_id == self.local_id else forward(c.endpoint)
             except UnavailableError as e:
                 reasons.append(e.reason)
-        raise self.exhausted(store, task, reasons + skipped, tried)
+        err = self.exhausted(store, task, reasons + skipped, tried)
+        hint = self.stale_hint(task, options, local_state) if err.reason in _STALE_HELPS else ""
+        raise UnavailableError(err.reason, f"{err}{hint}", err.tried) if hint else err
 
     def plan(self, store: str, task: TaskId, options: QueryOptions,
              local_state: str = "RUNNING") -> tuple[list[Candidate], list[UnavailableReason]]:
@@ -86,11 +90,19 @@ class QueryRouter:
             rebalancing = local_state == "REBALANCING" or bool(self.view.instances())
             raise UnavailableError(
                 UnavailableReason.REBALANCING if rebalancing else UnavailableReason.NOT_AVAILABLE,
-                f"no live replica of {store!r} partition {task.partition} (instance state {local_state})")
+                f"no live replica of {store!r} partition {task.partition} (instance state {local_state})"
+                f"{self.stale_hint(task, options, local_state)}")
         if options.max_lag is None:
             return candidates, []
         within = [c for c in candidates if c.lag <= options.max_lag]
         return within, [UnavailableReason.NO_REPLICA_WITHIN_LAG] * (len(candidates) - len(within))
+
+    def stale_hint(self, task: TaskId, options: QueryOptions, local_state: str = "RUNNING") -> str:
+        """When a strict read is refused but a standby holds the partition: how to read it there."""
+        if options.allow_stale or not self.view.standbys(str(task)):
+            return ""
+        return ("; a standby holds this partition: allow stale reads to be answered there, possibly behind "
+                "(--allow-stale, allow_stale=true)")
 
     @staticmethod
     def exhausted(store: str, task: TaskId, reasons: list[UnavailableReason], tried: list[str]) -> UnavailableError:

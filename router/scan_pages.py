@@ -40,6 +40,9 @@ def status_to_dict(s: pb.PartitionStatus) -> dict[str, Any]:
             "tried": list(s.tried)}
 
 
+_MAX_INT32 = 2**31 - 1
+
+
 class Scan:
     """Iterating runs the scan: pages of ``page_size`` (0: the server's default) until the store
     is exhausted or ``limit`` entries were returned. ``call`` sends one request and returns its
@@ -86,7 +89,7 @@ class Scan:
     def _next_size(self, returned: int) -> int:
         if self.limit is None:
             return self.page_size
-        left = self.limit - returned
+        left = min(self.limit - returned, _MAX_INT32)  # the wire's limit is int32; the server caps pages anyway
         return left if self.page_size == 0 else min(self.page_size, left)
 
 

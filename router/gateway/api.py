@@ -19,8 +19,18 @@ from aiohttp import web
 
 from router.client import QueryClient
 from router.gateway.context import Gateway, gateway_of
-from router.gateway.errors import ApiError, from_rpc_error
-from router.gateway.params import DEFAULT_PAGE, ReadParams, ScanParams, text
+from router.gateway.errors import ApiError, bad_request, from_rpc_error
+from router.gateway.params import (
+    DEFAULT_PAGE,
+    RANGE_PARAMS,
+    READ_PARAMS,
+    SCAN_PARAMS,
+    ReadParams,
+    ScanParams,
+    only,
+    path_text,
+    text,
+)
 from router.gateway.snapshot import metadata_to_json, store_replicas
 from router.gateway.watch import watch
 from router.scan_pages import Scan, ScanItem
@@ -58,7 +68,30 @@ async def list_stores(request: web.Request) -> web.Response:
 
 async def get_key(request: web.Request) -> web.Response:
     gw = gateway_of(request)
-    store, key = request.match_info["store"], request.match_info["key"]
+    only(request.query, READ_PARAMS)
+    raw = request.rel_url.raw_path
+    store, key = request.match_info["store"], path_text(raw[raw.index("/keys/", len("/v1/stores/")) + 6:], "key")
+    read = ReadParams.of(request.query)
+    r, via = await gw.backend.call(lambda c: c.get(store, key, **read.kwargs()))
+    md = r.metadata
+    gw.metrics.answered(md["served_by"], md["role"], md["stale"])
+    return web.json_response({"store": store, "key": key, "found": r.found, "value": r.json_value, "metadata": md,
+                              "via": r.asked or via})
+
+
+async def post_lookup(request: web.Request) -> web.Response:
+    """One key given in the body, ``{"key": "..."}``: for keys too long for a URL (up to 1 MiB of
+    key); the read options stay in the query string. Answers as ``GET .../keys/{key}``."""
+    gw = gateway_of(request)
+    only(request.query, READ_PARAMS)
+    store = request.match_info["store"]
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        raise bad_request('the body must be a JSON object {"key": "..."}') from None
+    if not isinstance(body, dict) or set(body) != {"key"} or not isinstance(body["key"], str) or not body["key"]:
+        raise bad_request('the body must be a JSON object {"key": "..."} with the key as non-empty text')
+    key: str = body["key"]
     read = ReadParams.of(request.query)
     r, via = await gw.backend.call(lambda c: c.get(store, key, **read.kwargs()))
     md = r.metadata
@@ -71,6 +104,7 @@ async def get_range(request: web.Request) -> web.Response:
     """One page of ``from <= key <= to`` (by serialized key); ``next_page_token`` asks the next."""
     gw = gateway_of(request)
     store, q = request.match_info["store"], request.query
+    only(q, RANGE_PARAMS)
     params = ScanParams.of(q, DEFAULT_PAGE)
     lo, hi = text(q, "from"), text(q, "to")
 
@@ -91,6 +125,7 @@ async def get_all(request: web.Request) -> web.StreamResponse:
     failure before the first line is an HTTP error; after it, the last line is ``{"error": ...}``."""
     gw = gateway_of(request)
     store = request.match_info["store"]
+    only(request.query, SCAN_PARAMS)
     params = ScanParams.of(request.query, None)
 
     def first(c: QueryClient) -> tuple[Scan, Iterator[ScanItem], list[ScanItem]]:
@@ -144,6 +179,7 @@ async def list_instances(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/stores", list_stores)
     app.router.add_get("/v1/stores/{store}/keys/{key:.+}", get_key)
+    app.router.add_post("/v1/stores/{store}/keys", post_lookup)
     app.router.add_get("/v1/stores/{store}/range", get_range)
     app.router.add_get("/v1/stores/{store}/all", get_all)
     app.router.add_get("/v1/stores/{store}/watch", watch)

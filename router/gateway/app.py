@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from router.gateway import api, dashboard, events, openapi, ops
+from router.gateway import api, dashboard, events, openapi, ops, protocol_errors
 from router.gateway.auth import auth_middleware
 from router.gateway.context import GATEWAY, Gateway, GatewayConfig
 from router.gateway.errors import error_middleware
@@ -20,11 +20,19 @@ from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
 
 log = logging.getLogger(__name__)
 
+#: a request line as long as a 1 MiB key percent-encoded (3 bytes per byte) and the rest of the URL
+#: (aiohttp's default, 8190 bytes, refused keys over ~2-8 KB)
+MAX_REQUEST_LINE = 3 * 2**20 + 64 * 2**10
+#: a POST lookup's body: a 1 MiB key written as JSON escapes (up to 6 bytes per character of it)
+MAX_BODY = 6 * 2**20 + 64 * 2**10
+
 
 def create_app(config: GatewayConfig) -> web.Application:
+    protocol_errors.install()
     gw = Gateway.of(config)
     app = web.Application(middlewares=[metrics_middleware(gw.metrics), error_middleware,
-                                       auth_middleware(config.security)])
+                                       auth_middleware(config.security)],
+                          handler_args={"max_line_size": MAX_REQUEST_LINE}, client_max_size=MAX_BODY)
     app[GATEWAY] = gw
     api.add_routes(app)
     app.router.add_get("/v1/events", events.events)

@@ -93,7 +93,7 @@ def to_api_error(e: BaseException) -> ApiError:
 
 
 def error_response(err: ApiError) -> web.Response:
-    headers = {"Retry-After": "1"} if err.status == 503 else None
+    headers = {"Retry-After": str(err.extra.get("retry_after_s", 1))} if err.status == 503 else None
     return web.json_response(err.body(), status=err.status, headers=headers)
 
 

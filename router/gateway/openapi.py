@@ -167,6 +167,13 @@ def document(token_required: bool = False) -> dict[str, Any]:
         "/v1/stores/{store}/keys/{key}": _get("One key (found=false when the store does not hold it)", {
             "200": _json(_ref("KeyReply"), "the value and who served it"), **_errors(400, 404, 503, 504)},
             [_STORE, key, *_READ], "getKey"),
+        "/v1/stores/{store}/keys": {"post": {
+            "summary": "One key given in the body (for keys too long for a URL, up to 1 MiB)",
+            "operationId": "lookupKey", "parameters": [_STORE, *_READ],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                **_obj(["key"], key={"type": "string", "minLength": 1}), "additionalProperties": False}}}},
+            "responses": {"200": _json(_ref("KeyReply"), "the value and who served it"),
+                          **_errors(400, 404, 503, 504)}}},
         "/v1/stores/{store}/range": _get("One page of from <= key <= to (by serialized key)", {
             "200": _json(_ref("RangeReply"), "entries in key order and each partition's status"),
             **_errors(400, 404, 503, 504)},
@@ -218,7 +225,8 @@ def document(token_required: bool = False) -> dict[str, Any]:
     }
     if token_required:
         for path, item in paths.items():
-            item["get"]["security"] = [] if path in OPEN_PATHS else [{"bearerAuth": []}]
+            for op in item.values():
+                op["security"] = [] if path in OPEN_PATHS else [{"bearerAuth": []}]
     return {
         "openapi": "3.1.0",
         "info": {"title": "iqmesh REST gateway", "version": "1",

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from router.echo import echo
 from router.gateway.errors import bad_request
@@ -36,6 +37,31 @@ def integer(q: Mapping[str, str], name: str, default: int | None, lo: int, hi: i
     if not lo <= v <= hi:
         raise bad_request(f"{name} must be between {lo} and {hi}, got {v}")
     return v
+
+
+#: the query parameters each query route takes (anything else is a 400 naming these)
+READ_PARAMS = ("allow_stale", "max_lag", "position")
+SCAN_PARAMS = (*READ_PARAMS, "require_complete", "limit", "page_token")
+RANGE_PARAMS = (*SCAN_PARAMS, "from", "to")
+WATCH_PARAMS = ("key", "prefix", "token", "from_beginning", "max_events")
+
+
+def only(q: Mapping[str, str], known: tuple[str, ...]) -> None:
+    """A parameter this route does not take is a mistake (a typo would otherwise be ignored)."""
+    unknown = sorted(set(q) - set(known))
+    if unknown:
+        names = ", ".join(echo(n) for n in unknown)
+        raise bad_request(f"unknown query parameter{'s' if len(unknown) > 1 else ''} {names}; this route takes "
+                          f"{', '.join(known)}")
+
+
+def path_text(raw: str, name: str) -> str:
+    """A percent-encoded path segment as text; bytes that are not UTF-8 are a 400, not a literal key."""
+    try:
+        return unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise bad_request(f"the {name} in the path is not percent-encoded UTF-8 (byte 0x{e.object[e.start]:02X} "
+                          f"at {e.start}): encode the text as UTF-8, then percent-encode it") from None
 
 
 def text(q: Mapping[str, str], name: str) -> str | None:

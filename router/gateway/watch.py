@@ -22,9 +22,9 @@ import grpc
 from aiohttp import web
 
 from router.gateway.context import gateway_of
-from router.gateway.errors import UNREACHABLE, from_rpc_error, is_refusal, unavailable
+from router.gateway.errors import UNREACHABLE, ApiError, from_rpc_error, is_refusal, unavailable
 from router.gateway.events import sse
-from router.gateway.params import boolean, integer
+from router.gateway.params import WATCH_PARAMS, boolean, integer, only
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.security import Security
@@ -32,6 +32,9 @@ from router.security import Security
 #: a comment this often while nothing happens (keeps proxies from closing the stream, and finds
 #: a client that went away)
 KEEPALIVE_S = 5.0
+#: the reason of a 503 when every instance asked is at its watch cap, and when to try again
+WATCH_CAP_REACHED = "WATCH_CAP_REACHED"
+WATCH_RETRY_AFTER_S = 5
 _NEXT_ENTRY = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
 
@@ -68,6 +71,7 @@ async def _open(entries: list[str], request: pb.WatchRequest,
     token, as every other call), call, header reply and endpoint. The cluster's refusals raise as
     they are; entries that cannot be reached (or are busy) are skipped."""
     failures: list[str] = []
+    at_cap: list[str] = []
     for endpoint in entries:
         channel = security.aio_channel(endpoint)
         call = pb_grpc.InteractiveQueryStub(channel).Watch(request)
@@ -78,6 +82,8 @@ async def _open(entries: list[str], request: pb.WatchRequest,
             if e.code() not in _NEXT_ENTRY or is_refusal(e):
                 raise
             failures.append(f"{endpoint}: {e.details()}")
+            if e.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                at_cap.append(endpoint)
             continue
         except BaseException:
             await channel.close()
@@ -89,6 +95,10 @@ async def _open(entries: list[str], request: pb.WatchRequest,
         return channel, call, first, endpoint
     if not failures:
         raise unavailable(UNREACHABLE, "no instance known yet (discovery has found none)")
+    if at_cap and len(at_cap) == len(failures):
+        raise ApiError(503, "UNAVAILABLE", "every instance asked serves as many watches as it may (its watch cap "
+                       "was reached): try again when a watch ends; " + "; ".join(failures),
+                       reason=WATCH_CAP_REACHED, tried=at_cap, retry_after_s=WATCH_RETRY_AFTER_S)
     raise unavailable(UNREACHABLE, "no instance could start the watch: " + "; ".join(failures))
 
 
@@ -96,6 +106,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     """``max_events``: end after that many change events (scripts and tests)."""
     gw = gateway_of(request)
     store = request.match_info["store"]
+    only(request.query, WATCH_PARAMS)
     limit = integer(request.query, "max_events", None, 1)
     req = watch_request(store, request.query, request.headers.get("Last-Event-ID", ""))
     channel, call, first, via = await _open(gw.backend.entries(), req, gw.backend.security)

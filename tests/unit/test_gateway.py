@@ -95,6 +95,10 @@ class Fake(pb_grpc.InteractiveQueryServicer):
         return pb.GetReply(found=True, value_json=json.dumps(request.key),
                            metadata=pb.ReadMetadata(served_by=self.name, role="ACTIVE"))
 
+    def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[pb.WatchReply]:
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{self.name} serves 8 watches already (at most 8)")
+        yield pb.WatchReply()
+
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         return pb.MetadataReply(asked=self.name, instances=[pb.InstanceMetadata(
             instance_id=self.name, endpoint="", state="RUNNING", alive=True)], store_partitions={"s": 1})
@@ -221,7 +225,8 @@ def test_prometheus_text() -> None:
 
 def test_every_api_route_is_documented_and_every_documented_path_is_routed() -> None:
     app = create_app(GatewayConfig(seeds=("127.0.0.1:1",)))
-    routed = {r.resource.canonical for r in app.router.routes() if r.method == "GET" and r.resource is not None}
+    routed = {r.resource.canonical for r in app.router.routes()
+              if r.method in ("GET", "POST") and r.resource is not None}
     api = {p for p in routed if p.startswith("/v1/") or p in ("/healthz", "/readyz", "/metrics", "/openapi.json")}
     documented = set(document()["paths"])
     assert api - documented == {"/openapi.json"}  # the document itself
@@ -269,7 +274,58 @@ def test_openapi_declares_the_bearer_scheme_when_a_token_is_required() -> None:
     assert guarded["components"]["securitySchemes"]["bearerAuth"] == {
         "type": "http", "scheme": "bearer", "description": guarded["components"]["securitySchemes"]["bearerAuth"][
             "description"]}
-    assert all("security" not in item["get"] for item in open_doc["paths"].values())
-    ops = {path: item["get"]["security"] for path, item in guarded["paths"].items()}
-    assert ops.pop("/healthz") == [] and ops.pop("/readyz") == []
+    assert all("security" not in op for item in open_doc["paths"].values() for op in item.values())
+    ops = {(path, m): op["security"] for path, item in guarded["paths"].items() for m, op in item.items()}
+    assert ops.pop(("/healthz", "get")) == [] and ops.pop(("/readyz", "get")) == []
     assert ops and all(s == [{"bearerAuth": []}] for s in ops.values())
+
+
+async def test_rest_edge_cases(servers: list[tuple[str, Fake]]) -> None:
+    """Long keys fit in the path (the README allows 1 MiB), bytes that are not UTF-8 are a 400,
+    unknown parameters are a 400 naming the known ones, and a watch refused by every instance's
+    watch cap says so, with Retry-After."""
+    (a, _), _ = servers
+    app = create_app(GatewayConfig(seeds=(a,), timeout=10))
+    async with TestClient(TestServer(app)) as client:
+        for n in (9000, 2**20):
+            key = "k" * n
+            r = await client.get(f"/v1/stores/s/keys/{key}")
+            assert r.status == 200 and (await r.json())["value"] == key, n
+        key = "\u00fc" * 2**19  # 1 MiB of UTF-8, 3 MiB percent-encoded
+        r = await client.get("/v1/stores/s/keys/" + "%C3%BC" * 2**19)
+        assert r.status == 200 and (await r.json())["value"] == key
+
+        r = await client.post("/v1/stores/s/keys", json={"key": key})  # the same 1 MiB key in a body
+        assert r.status == 200 and (await r.json())["value"] == key
+        for bad in (b"nope", b"[]", b'{"key": 5}', b'{"key": ""}', b'{"key": "a", "x": 1}'):
+            r = await client.post("/v1/stores/s/keys", data=bad)
+            assert r.status == 400 and (await r.json())["error"]["code"] == "INVALID_ARGUMENT", bad
+        r = await client.post("/v1/stores/s/keys", data=b'{"key": "' + b"k" * (7 * 2**20) + b'"}')
+        assert r.status == 413 and (await r.json())["error"]["code"] == "PAYLOAD_TOO_LARGE"
+        # aiohttp's own refusals (before any handler) come in the JSON envelope too
+        r = await client.get("/v1/stores/s/keys/" + "k" * (4 * 2**20))
+        body = await r.json()
+        assert r.status == 400 and body["error"]["code"] == "INVALID_ARGUMENT" and "POST" in body["error"]["message"]
+        r = await client.get("/v1/stores/s/keys/a", headers={"X-Long": "h" * 9000})
+        body = await r.json()
+        assert r.status in (400, 431) and body["error"]["message"], body
+
+        r = await client.get("/v1/stores/s/keys/%FF%FE")
+        body = await r.json()
+        assert r.status == 400 and body["error"]["code"] == "INVALID_ARGUMENT", body
+        assert "not percent-encoded UTF-8" in body["error"]["message"]
+
+        for path, known in (("/v1/stores/s/keys/a?allow_stal=true", "allow_stale, max_lag, position"),
+                            ("/v1/stores/s/range?limt=5", "page_token, from, to"),
+                            ("/v1/stores/s/all?pagesize=5", "require_complete, limit, page_token"),
+                            ("/v1/stores/s/watch?resume=abc", "key, prefix, token, from_beginning, max_events")):
+            r = await client.get(path)
+            body = await r.json()
+            assert r.status == 400 and body["error"]["code"] == "INVALID_ARGUMENT", (path, body)
+            assert "unknown query parameter" in body["error"]["message"] and known in body["error"]["message"], body
+
+        r = await client.get("/v1/stores/s/watch")
+        body = await r.json()
+        assert r.status == 503 and body["error"]["reason"] == "WATCH_CAP_REACHED", body
+        assert "watch cap" in body["error"]["message"] and body["error"]["tried"] == [a]
+        assert r.headers["Retry-After"] == "5"

@@ -367,3 +367,15 @@ def test_deeply_nested_token_within_length_raises_value_error(low_recursion_limi
     match = "nested too deeply" if sys.version_info < (3, 12) else "position token"
     with pytest.raises(ValueError, match=match):
         PositionToken.decode(nested)
+
+
+def test_a_strict_read_refused_while_a_standby_holds_the_partition_suggests_allow_stale() -> None:
+    hint = "a standby holds this partition: allow stale reads"
+    view = view_of(info("b", standby=True))  # the active is gone (rebalancing)
+    e = refusal(lambda: route(view, Calls()))
+    assert e.reason is R.REBALANCING and hint in str(e) and "--allow-stale" in str(e)
+    view = view_of(info("a", active=True), info("b", standby=True))
+    e = refusal(lambda: route(view, Calls(refuse={"a:9000": R.REBALANCING})))
+    assert e.reason is R.REBALANCING and hint in str(e) and e.tried == ("a",)
+    e = refusal(lambda: route(view_of(info("x")), Calls()))  # no standby: nothing to suggest
+    assert "allow" not in str(e)

@@ -59,6 +59,13 @@ function addPoint(t, rates) {
   }
 }
 
+// units of each chart's values (the y axis says them; the legend is the instances table's colours)
+const UNITS = {updates: "updates/s", records: "records/s", queries: "queries/s", lag: "records"};
+const pad2 = (n) => String(n).padStart(2, "0");
+// 24-hour clock, day before month: the same whatever the browser's locale
+const clock = (d) => `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
+const day = (d) => `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())}`;
+
 function drawChart(name, target) {
   const ids = series.ids.slice();
   const data = [series.t, ...ids.map((id) => series[name][id])];
@@ -76,8 +83,12 @@ function drawChart(name, target) {
     width, height: 200,
     scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)]}},
     series: [{}, ...ids.map((id) => ({label: id, stroke: colour(id), width: 2, spanGaps: true}))],
-    axes: [{}, {size: 60}],
-    legend: {live: true},
+    axes: [
+      {values: (u, splits) => splits.map((v) => clock(new Date(v * 1000)))},
+      {size: 70, label: UNITS[name], labelSize: 18,
+       values: (u, splits) => splits.map((v) => String(+v.toFixed(2)))},
+    ],
+    legend: {show: false},
   };
   charts[name] = {ids, plot: new uPlot(opts, data, box)};
 }
@@ -165,7 +176,18 @@ function onSnapshot(snap) {
   drawCharts();
 }
 
+// ?screenshot: one snapshot, no open event stream and no timers, so a headless browser's
+// --virtual-time-budget screenshot can finish
+const SCREENSHOT = new URLSearchParams(location.search).has("screenshot");
+
+async function snapshotOnce() {
+  const text = await (await fetch("/v1/events?max_events=1")).text();
+  const data = text.split("\n").find((l) => l.startsWith("data: "));
+  if (data) onSnapshot(JSON.parse(data.slice(6)));
+}
+
 function connect() {
+  if (SCREENSHOT) { snapshotOnce(); return; }
   const es = new EventSource("/v1/events");
   es.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
   es.onerror = () => { const c = $("#conn"); c.textContent = "reconnecting…"; c.className = "badge off"; };
@@ -244,7 +266,8 @@ async function refreshTop() {
     el("td", {class: "num"}, i + 1), el("td", {}, JSON.stringify(e.key)),
     el("td", {class: "num"}, typeof e.value === "number" ? e.value : JSON.stringify(e.value)),
     el("td", {class: "num"}, e.partition))));
-  const when = new Date().toLocaleTimeString();
+  const now = new Date();
+  const when = `${day(now)} ${clock(now)}`;
   if (failed) { status.textContent = `${failed.code}: ${failed.message}`; return; }
   const stalePs = end.partitions.filter((p) => p.stale).map((p) => p.partition);
   const missing = end.partitions.filter((p) => !p.available).map((p) => `${p.partition} (${p.reason})`);
@@ -258,6 +281,7 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const id of ["#top-store", "#top-n", "#top-stale"]) $(id).addEventListener("change", refreshTop);
   window.addEventListener("resize", () => { if (lastSnapshot) drawCharts(); });
   connect();
+  if (SCREENSHOT) { setTimeout(refreshTop, 300); return; }
   setInterval(refreshTop, TOP_REFRESH_MS);
   setTimeout(refreshTop, 1200);
 });

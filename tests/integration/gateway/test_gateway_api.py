@@ -201,3 +201,11 @@ def test_via_names_the_instance_the_gateway_asked(gateway_cluster: GatewayCluste
     assert vias == {i.target for i in gc.cluster.instances}
     status, body = gc.get("/v1/stores/counts/range?limit=3")
     assert status == 200 and body["via"] in {i.target for i in gc.cluster.instances}
+
+
+def test_a_limit_beyond_the_wire_is_every_entry(gateway_cluster: GatewayCluster) -> None:
+    gc = gateway_cluster
+    status, _, body = gc.fetch("/v1/stores/counts/all?limit=99999999999")
+    assert status == 200, body
+    rows = ndjson(body)
+    assert len(rows) - 1 == len(gc.truth) and rows[-1]["end"]["complete"]

@@ -25,11 +25,12 @@ pytestmark = pytest.mark.integration
 #: examples per operation and mode: 9 operations, 4 of them with parameters to get wrong, stay well
 #: within a minute on two busy cores
 EXAMPLES = 20
-_PATHS = {p: op["get"] for p, op in document()["paths"].items() if p != "/v1/events"}
-#: (path, mode): invalid requests only where there are parameters to get wrong
-CASES = [pytest.param(p, m, id=f"{p}-{m.value}") for p in sorted(_PATHS)
+_OPS = {(p, method): op for p, item in document()["paths"].items() if p != "/v1/events"
+        for method, op in item.items()}
+#: (path, method, mode): invalid requests only where there are parameters (or a body) to get wrong
+CASES = [pytest.param(p, method, m, id=f"{method.upper()} {p}-{m.value}") for p, method in sorted(_OPS)
          for m in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-         if m is GenerationMode.POSITIVE or _PATHS[p].get("parameters")]
+         if m is GenerationMode.POSITIVE or _OPS[p, method].get("parameters") or _OPS[p, method].get("requestBody")]
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +38,10 @@ def served_schema(gateway_cluster: GatewayCluster) -> Any:
     return schemathesis.openapi.from_url(f"{gateway_cluster.url}/openapi.json")
 
 
-@pytest.mark.parametrize(("path", "mode"), CASES)
-def test_gateway_conforms_to_its_openapi_document(served_schema: Any, path: str, mode: GenerationMode) -> None:
-    operation = served_schema[path]["GET"]
+@pytest.mark.parametrize(("path", "method", "mode"), CASES)
+def test_gateway_conforms_to_its_openapi_document(served_schema: Any, path: str, method: str,
+                                                  mode: GenerationMode) -> None:
+    operation = served_schema[path][method.upper()]
 
     @given(case=operation.as_strategy(generation_mode=mode))
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
