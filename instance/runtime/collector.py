@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 #: fatal producer errors that a new producer does not cure: the thread fails
 AUTHORIZATION_ERRORS = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
                                   KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+#: a record refused for the producer's state, not its own: the producer is lost (a delivery report
+#: carries the record's error, not the producer's fatal flag), never the production handler's call
+PRODUCER_STATE_ERRORS = frozenset({
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING, KafkaError._GAPLESS_GUARANTEE, KafkaError._FATAL,
+    KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
 
 
 class ProducerLostException(StreamsException):
@@ -34,9 +40,7 @@ class ProducerLostException(StreamsException):
     are closed dirty and the thread goes on with a new producer (Kafka Streams' TaskMigrated)."""
 
 #: errors after which the producer cannot go on: never offered to the production handler
-_FATAL = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
-                    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-                    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+_FATAL = AUTHORIZATION_ERRORS | PRODUCER_STATE_ERRORS
 
 
 def producer_config(config: StreamsConfig, client_id: str, transactional_id: str | None = None) -> dict[str, Any]:
@@ -162,7 +166,7 @@ class RecordCollector:
     def check(self) -> None:
         if self._error is not None:
             err, self._error = self._error, None
-            lost = err.fatal() and err.code() not in AUTHORIZATION_ERRORS
+            lost = err.code() in PRODUCER_STATE_ERRORS or (err.fatal() and err.code() not in AUTHORIZATION_ERRORS)
             raise (ProducerLostException if lost else StreamsException)(
                 f"a record could not be written to {self._where}: {err.name()}: {err.str()}") \
                 from KafkaException(err)
