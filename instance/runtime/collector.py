@@ -31,7 +31,9 @@ AUTHORIZATION_ERRORS = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaEr
 PRODUCER_STATE_ERRORS = frozenset({
     KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.INVALID_PRODUCER_EPOCH,
     KafkaError.INVALID_PRODUCER_ID_MAPPING, KafkaError._GAPLESS_GUARANTEE, KafkaError._FATAL,
-    KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
+    KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+    # librdkafka purges what a fatally failed producer still held; those reports may come first
+    KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 class ProducerLostException(StreamsException):
