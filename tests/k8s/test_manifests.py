@@ -197,7 +197,7 @@ def test_exec_health_probe_parses_its_config(renderings: dict[str, Rendered], na
     r = renderings[name]
     probe = instance(r)["readinessProbe"]
     if "exec" not in probe:
-        pytest.skip(f"{name}: native grpc probes")
+        pytest.skip(f"{name} probes with the kubelet's native grpc probe: there is no exec command line to run")
     pod_argv(r, sts(r), "instance", "iqmesh-0", tmp_path)  # writes the mounted files under tmp_path
     command = [a.replace("/etc/", f"{tmp_path}/etc/") for a in probe["exec"]["command"]]
     assert probe_main([*command[3:], "--target", "127.0.0.1:1", "--timeout", "1"]) == 1
