@@ -178,7 +178,7 @@ class RecordCollector:
 
 
 def _refused(e: KafkaException, topic: str, partition: int) -> ProductionException:
-    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+    err = kafka_error(e)
     what = f"{err.name()}: {err.str()}" if err is not None else str(e)
     where = f"{topic}[{partition}]" if partition >= 0 else topic
     return ProductionException(f"the producer refused a record for {where}: {what}")

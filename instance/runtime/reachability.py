@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from instance.errors import BrokerUnreachableException, ConfigException
 from instance.runtime.kafka_log import KAFKA_LOGGER
+from instance.runtime.task_timeout import kafka_error
 
 #: seconds to wait for a first metadata answer (librdkafka retries the connection meanwhile)
 REACH_TIMEOUT_S = 10.0
@@ -50,7 +51,7 @@ def check_reachable(admin: AdminClient, bootstrap: str, timeout: float = REACH_T
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException as e:
-        err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        err = kafka_error(e)
         # error callbacks run only when the client is polled; its queued connection-refused log
         # lines are not wanted beside the one line this raises
         KAFKA_LOGGER.disabled, was = True, KAFKA_LOGGER.disabled

@@ -30,7 +30,7 @@ from instance.runtime.punctuation import NEVER
 from instance.runtime.standby import StandbyTask, StandbyTasks
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task import StreamTask, system_clock_ms
-from instance.runtime.task_timeout import TaskTimeoutException, retrying
+from instance.runtime.task_timeout import TaskTimeoutException, kafka_error, retrying
 from instance.runtime.timestamps import timestamp_extractor
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
@@ -239,7 +239,7 @@ class TaskManager:
             self._producer_lost(str(e))
             return False
         except KafkaException as e:
-            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            err = kafka_error(e)
             if err is not None and (err.code() in FENCED_ERRORS
                                     or (err.fatal() and err.code() not in AUTHORIZATION_ERRORS)):
                 # another producer took our transactional id (a peer fenced us as dead, or a
@@ -266,7 +266,7 @@ class TaskManager:
                      self.config.task_timeout_ms, self.name, final=REBALANCE_ERRORS)
             return True
         except KafkaException as e:
-            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            err = kafka_error(e)
             if err is not None and err.code() in REBALANCE_ERRORS:
                 log.warning("%s: offset commit rejected during a rebalance (%s)", self.name, err.name())
                 return False
