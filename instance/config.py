@@ -15,6 +15,7 @@ from typing import Any
 
 from instance.errors import ConfigException
 from instance.kafka_clients import ClientKind, client_config, is_client_setting
+from instance.runtime import rebalance_protocol
 from router.security import AUTH_TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 
 AT_LEAST_ONCE = "at_least_once"
@@ -84,6 +85,8 @@ class StreamsConfig:
     #: producers (instance/runtime/membership.py): ``auto`` (on for the dev broker, off for Apache
     #: Kafka, runtime/broker_kind.py), ``true`` or ``false``
     membership_assist: str = field(default="auto", metadata={"name": "iqmesh.membership.assist"})
+    #: the stream threads' group protocol: ``classic`` or ``consumer`` (KIP-848; runtime/rebalance_protocol.py)
+    group_protocol: str = field(default="classic", metadata={"name": "group.protocol"})
     #: transport security of the query server, the forwarding hop and the gateway (router/security.py)
     tls_cert_file: str = field(default="", metadata={"name": TLS_CERT_FILE})
     tls_key_file: str = field(default="", metadata={"name": TLS_KEY_FILE})
@@ -112,11 +115,7 @@ class StreamsConfig:
             problems.append("max.task.idle.ms must be -1 (never wait), 0 or a positive number of ms")
         if self.membership_assist not in ("auto", "true", "false"):
             problems.append(f"iqmesh.membership.assist must be auto, true or false, got {self.membership_assist!r}")
-        protocol = {k: v for k, v in self.extra.items() if k.split(".")[-2:] == ["group", "protocol"]}
-        if any(v.strip().lower() != "classic" for v in protocol.values()):
-            problems.append(f"{', '.join(protocol)}: only the classic rebalance protocol is supported yet (tasks are "
-                            "assigned eagerly with the range assignor; the consumer protocol of KIP-848 is "
-                            "incremental); remove the setting")
+        problems.extend(rebalance_protocol.problems(self.group_protocol, self.extra))
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
         for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",
@@ -223,6 +222,8 @@ def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:
     if f.name == "membership_assist":  # auto, or a boolean in any of its spellings
         text = str(raw).strip().lower()
         return text if text == "auto" else str(_bool(raw)).lower()
+    if f.name == "group_protocol":
+        return str(raw).strip().lower()
     if f.type in ("int", int):
         return int(raw)
     if f.type in ("bool", bool):

@@ -20,7 +20,7 @@ from instance.errors import (
     StreamsNotStartedException,
     UnknownStateStoreException,
 )
-from instance.runtime import internal_topics
+from instance.runtime import internal_topics, rebalance_protocol
 from instance.runtime.broker_kind import membership_assist
 from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.membership import MembershipCoordinator
@@ -129,6 +129,7 @@ class KafkaStreams:
         try:
             admin, connection_errors = admin_client(self.config.client_config("admin"))
             check_reachable(admin, self.config.bootstrap_servers, errors=connection_errors)
+            rebalance_protocol.check_broker(self.config.group_protocol, admin, self.config.membership_assist)
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)
             ensure_metadata_topic(admin, self.config.application_id, self.config.replication_factor)

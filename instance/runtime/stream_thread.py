@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from instance.config import StreamsConfig
+from instance.runtime import rebalance_protocol
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector, producer_config
 from instance.runtime.handlers import ErrorHandling
@@ -87,7 +88,10 @@ class StreamThread(threading.Thread):
             # static membership is opt-in, as in Kafka Streams: a static member does not leave the
             # group on close, so its partitions wait for it (session.timeout.ms) instead of moving
             cconf["group.instance.id"] = f"{config.group_instance_id}-{index}"
-        self._consumer_conf = config.client_config("main.consumer", **cconf)
+        self._consumer_conf = rebalance_protocol.main_consumer_settings(
+            config.group_protocol, config.client_config("main.consumer", **cconf))
+        #: partitions move a few at a time (KIP-848): revocations and assignments are increments
+        self._incremental = config.group_protocol == rebalance_protocol.CONSUMER
         self._restore_conf = config.client_config(
             "restore.consumer", **{"group.id": f"{app}-restore", "client.id": f"{self.client_id}-restore",
                                    "isolation.level": "read_committed" if config.eos else "read_uncommitted"})
@@ -293,7 +297,12 @@ class StreamThread(threading.Thread):
         self._set_state(ThreadState.PARTITIONS_REVOKED)
         self._revoked_at = time.monotonic()
         assert self.tasks is not None
-        self.tasks.revoke()
+        if self._incremental:
+            # only these move: commit everything (one transaction covers every task), close theirs
+            self.tasks.revoke(partitions)
+            consumer.incremental_unassign(partitions)
+        else:
+            self.tasks.revoke()
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
@@ -312,7 +321,10 @@ class StreamThread(threading.Thread):
         if self._membership is not None:
             self._membership.joined()
         assert self.tasks is not None
-        consumer.assign(partitions)
+        if self._incremental:
+            consumer.incremental_assign(partitions)  # added to what this member keeps
+        else:
+            consumer.assign(partitions)
         paused = self.tasks.assign(partitions)
         if self._paused_for:
             paused = partitions

@@ -43,7 +43,9 @@ TopicPart = tuple[str, int]
 
 #: the group moved on: the commit is refused, the records are processed again by the next owner
 REBALANCE_ERRORS = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS,
-                              KafkaError.UNKNOWN_MEMBER_ID, KafkaError._ASSIGNMENT_LOST})
+                              KafkaError.UNKNOWN_MEMBER_ID, KafkaError._ASSIGNMENT_LOST,
+                              # the consumer protocol's (KIP-848) ways of saying the same
+                              KafkaError.STALE_MEMBER_EPOCH, KafkaError.FENCED_MEMBER_EPOCH})
 #: another producer has our transactional id
 FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
@@ -317,7 +319,7 @@ class TaskManager:
             if sub is not None:
                 wanted.setdefault(TaskId(sub, tp.partition), []).append(tp)
         committed = self.committed_offsets([(tp.topic, tp.partition) for tp in partitions])
-        self.start_offsets = committed  # where fetching starts: the thread's idle check
+        self.start_offsets.update(committed)  # where fetching starts: the thread's idle check
         with self.lock:
             for tid in sorted(wanted):
                 if tid in self.standby.tasks:
@@ -326,19 +328,28 @@ class TaskManager:
             self.assignment_version += 1
         return [tp for tid in self.restoring for tp in wanted.get(tid, [])]
 
-    def revoke(self) -> None:
-        """Commit and close every task. A refused commit leaves no checkpoint: the stores hold
+    def revoke(self, partitions: list[TopicPartition] | None = None) -> None:
+        """Commit every task, then close those of ``partitions`` (every task when None: the classic
+        protocol's eager revocation). A refused commit leaves no checkpoint: the stores hold
         updates the committed offsets do not cover, so the next owner restores without them."""
-        if self.tasks:
-            try:
-                if self.commit():
-                    self.close_tasks(list(self.tasks), clean=True)
-                    return
-            except (KafkaException, ProductionException):
-                log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
-                self._abort_and_close()
+        if partitions is None:
+            ids = list(self.tasks)
+        else:
+            moved = {(tp.topic, tp.partition) for tp in partitions}
+            ids = sorted({task.id for tp, task in self.by_tp.items() if tp in moved})
+        if not ids:
+            return
+        try:
+            if self.commit():
+                self.close_tasks(ids, clean=True)
                 return
-        self.close_tasks(list(self.tasks))  # refused: if it aborted, commit() closed them already
+        except (KafkaException, ProductionException):
+            log.exception("%s: commit on revocation failed; closing tasks dirty", self.name)
+            self._abort_and_close()
+            self.rejoin_requested = partitions is not None  # the tasks kept are gone too: start over
+            return
+        # refused: if it aborted, commit() closed every task already (and asked to rejoin)
+        self.close_tasks([tid for tid in ids if tid in self.tasks])
 
     def lost(self) -> None:
         self._abort_and_close()

@@ -10,7 +10,7 @@ from loadtest.chaos.result import RunResult
 
 COLUMNS = ["scenario", "guarantee", "runs", "converged", "max s to converge", "records lost",
            "records double-counted", "queries failed", "stale answers flagged", "stale answers unflagged",
-           "restored at takeover / written since last commit"]
+           "restored at takeover / written since last commit", "longest pause of a member that stayed (s)"]
 
 _NOTEWORTHY = re.compile(r"Traceback|Error|error|Exception|WARNING|state \w+ -> |restore-end|rejoin|"
                          r"removed|fenced|stopped")
@@ -33,6 +33,7 @@ def table(results: Iterable[RunResult]) -> str:
             f"{sum(r.queries_failed for r in rs)} of {sum(r.queries for r in rs)}",
             str(sum(r.stale_flagged for r in rs)), str(sum(r.stale_unflagged for r in rs)),
             ", ".join(takeover),
+            max((f"{r.pause_s:.1f}" for r in rs if r.pause_s is not None), key=float, default="-"),
         ])
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 

@@ -56,6 +56,9 @@ class RunResult:
     restored_any_partition: int | None = None
     #: warm-takeover: changelog records of the victim's partitions written after its last commit
     since_last_commit: int | None = None
+    #: the longest time an instance that ran throughout (not the victim) processed nothing while
+    #: input flowed: what the membership change cost the members it did not move
+    pause_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -46,9 +46,10 @@ from confluent_kafka.admin import AdminClient
 from devtools.cluster import WORDS, LocalCluster, ensure_topic, sample_lines
 from examples.wordcount import STORE
 from instance.config import StreamsConfig
+from instance.runtime.rebalance_protocol import BROKER_SESSION_TIMEOUT_MS, CONSUMER
 from loadtest.chaos import observe
 from loadtest.chaos.result import AT_LEAST_ONCE, EXACTLY_ONCE_V2, RunResult
-from loadtest.chaos.traffic import Clients, LineProducer, LiveTargets, QueryProber, wall_clock
+from loadtest.chaos.traffic import Clients, LineProducer, LiveTargets, PauseProbe, QueryProber, wall_clock
 
 APP = "examples.wordcount"
 PARTITIONS = 6
@@ -199,7 +200,10 @@ def session_timeout_s(config: list[str]) -> float:
     """session.timeout.ms of instances run with these ``--config`` items, in seconds."""
     props = dict(c.split("=", 1) for c in config)
     props.update({"application.id": "chaos", "bootstrap.servers": "127.0.0.1:9092"})
-    return StreamsConfig.from_properties(props).session_timeout_ms / 1000
+    streams = StreamsConfig.from_properties(props)
+    if streams.group_protocol == CONSUMER:  # the broker's setting then, not the client's
+        return BROKER_SESSION_TIMEOUT_MS / 1000
+    return streams.session_timeout_ms / 1000
 
 
 def run_scenario(name: str, bootstrap: str, workdir: Path, seed: int, guarantee: str = AT_LEAST_ONCE, *,
@@ -228,9 +232,13 @@ def run_scenario(name: str, bootstrap: str, workdir: Path, seed: int, guarantee:
     live, clients = LiveTargets(), Clients()
     producer = LineProducer(bootstrap, topic, lines, lines_per_s)
     prober = QueryProber(live, sorted(set(WORDS)), seed, clients)
+    pauses = PauseProbe(live, clients)
+    stayed: set[str] = set()
     try:
         tasks = _start(cluster, live, clients)
+        stayed = set(live.snapshot())
         prober.start()
+        pauses.start()
         producer.start()
         run = Run(cluster, live, clients, rnd, result, bootstrap, producer.wait_started(), seconds)
         sc.act(run)
@@ -247,9 +255,10 @@ def run_scenario(name: str, bootstrap: str, workdir: Path, seed: int, guarantee:
         result.problem = str(e)
     finally:
         producer.stop()
-        prober.stop()
-        if prober.is_alive():
-            prober.join(10)
+        for probe in (prober, pauses):
+            probe.stop()
+            if probe.is_alive():
+                probe.join(10)
         cluster.stop(timeout=30)
         clients.close()
         _delete_topics(bootstrap, app_id, [topic, f"chaos-out-{tag}"])
@@ -260,6 +269,8 @@ def run_scenario(name: str, bootstrap: str, workdir: Path, seed: int, guarantee:
     result.stale_flagged, result.stale_unflagged = s.flagged_stale, s.unflagged_stale
     result.failure_reasons = dict(s.failure_reasons)
     result.unflagged_examples = list(s.unflagged_examples)
+    kept = [pauses.longest.get(i, 0.0) for i in stayed - {result.victim}]
+    result.pause_s = round(max(kept), 1) if kept else None
     return result
 
 

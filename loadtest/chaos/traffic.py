@@ -191,6 +191,44 @@ class QueryProber(threading.Thread):
             self._best[word] = (value, md["served_by"])
 
 
+class PauseProbe(threading.Thread):
+    """The longest time an instance processed nothing while input flowed, per instance.
+
+    Polls each live instance's own ``records_processed`` counter every ``interval``; a stretch
+    without growth ends when it grows again (or when the input ends). With input flowing the whole
+    time, the longest stretch of an instance that kept running through a membership change is how
+    long that change paused it: the cost of the rebalance protocol to the members it did not move.
+    """
+
+    def __init__(self, live: LiveTargets, clients: Clients, interval: float = 0.1) -> None:
+        super().__init__(name="chaos-pauses", daemon=True)
+        self.live, self.clients, self.interval = live, clients, interval
+        self.longest: dict[str, float] = {}
+        self._last: dict[str, tuple[int, float]] = {}  # instance -> (count, when it last grew)
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        while not self._halt.wait(self.interval):
+            for instance_id, target in self.live.snapshot().items():
+                try:
+                    md = self.clients(target).metadata()
+                except grpc.RpcError:
+                    continue
+                own = next((i for i in md.instances if i.instance_id == md.asked), None)
+                if own is not None:
+                    self._seen(instance_id, own.counters.records_processed, time.monotonic())
+
+    def _seen(self, instance_id: str, count: int, now: float) -> None:
+        last = self._last.get(instance_id)
+        if last is None or count > last[0]:
+            if last is not None:
+                self.longest[instance_id] = max(self.longest.get(instance_id, 0.0), now - last[1])
+            self._last[instance_id] = (count, now)
+
+
 def wall_clock() -> str:
     """Local time as the instance logs print it (HH:MM:SS,mmm), to line events up with the logs."""
     now = time.time()

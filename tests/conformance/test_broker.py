@@ -230,6 +230,40 @@ def test_range_assignment_copartitions_static_members(
         print(f"3-member static group with range assignment stable after {took:.2f}s")
 
 
+def test_consumer_protocol_moves_only_what_changes_owner(bootstrap: str, admin: AdminClient, unique: str) -> None:
+    """KIP-848 (``group.protocol=consumer``, the broker's ``range`` assignor): on Apache Kafka a
+    second member takes half the partitions, co-partitioned, and the first member is revoked only
+    those (runtime/rebalance_protocol.py relies on both). The dev broker accepts the protocol's
+    heartbeats and never assigns anything: iqmesh refuses the setting there at start-up."""
+    left, right, group = f"left-{unique}", f"right-{unique}", f"g-{unique}"
+    create_topics(admin, {left: 4, right: 4})
+    everything = {(t, p) for t in (left, right) for p in range(4)}
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "group.remote.assignor": "range", "enable.auto.commit": False}
+    revoked: list[set[tuple[str, int]]] = []
+
+    def on_revoke(c: Consumer, ps: list[TopicPartition]) -> None:
+        revoked.append({(p.topic, p.partition) for p in ps})
+
+    with consumers(conf, conf) as (first, second):
+        first.subscribe([left, right], on_revoke=on_revoke)
+        if ON_DEV_BROKER:
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                first.poll(0.1)
+                assert not parts(first), "the dev broker now assigns under the consumer protocol"
+            return
+        wait_until(lambda: parts(first) == everything, "the only member to get every partition", poll=[first])
+        second.subscribe([left, right])
+        wait_until(lambda: covers_exactly_once([first, second], everything),
+                   "two members to share both topics", poll=[first, second])
+        for c in (first, second):
+            assert {p for t, p in parts(c) if t == left} == {p for t, p in parts(c) if t == right}, \
+                f"not co-partitioned: {sorted(parts(c))}"
+        moved = [r for r in revoked if r]
+        assert moved == [parts(second)], f"the first member was revoked {moved}, not just what moved"
+
+
 def test_static_member_restart_keeps_partitions(bootstrap: str, admin: AdminClient, unique: str) -> None:
     topic, group = f"static-{unique}", f"g-{unique}"
     create_topics(admin, {topic: 6})

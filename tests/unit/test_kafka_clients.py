@@ -6,6 +6,7 @@ import pytest
 
 from instance.config import StreamsConfig
 from instance.errors import ConfigException
+from instance.runtime.rebalance_protocol import CLASSIC, CONSUMER, main_consumer_settings
 
 BASE = {"application.id": "app", "bootstrap.servers": "b:9092"}
 SECURED = {
@@ -76,8 +77,27 @@ def test_a_misspelt_setting_is_still_refused() -> None:
 
 
 @pytest.mark.parametrize("name", ["consumer.group.protocol", "main.consumer.group.protocol"])
-def test_the_consumer_rebalance_protocol_is_refused_until_supported(name: str) -> None:
-    with pytest.raises(ConfigException, match="only the classic rebalance protocol"):
+def test_the_group_protocol_is_one_setting_for_every_stream_thread(name: str) -> None:
+    with pytest.raises(ConfigException, match="set group.protocol instead"):
         StreamsConfig.from_properties({**BASE, name: "consumer"})
-    assert StreamsConfig.from_properties({**BASE, name: "classic"}).client_config("main.consumer")["group.protocol"] \
-        == "classic"
+
+
+def test_the_consumer_protocol_drops_the_settings_the_broker_owns() -> None:
+    c = StreamsConfig.from_properties({**BASE, "group.protocol": "Consumer"})
+    assert c.group_protocol == CONSUMER
+    classic = c.client_config("main.consumer",
+                              **{"session.timeout.ms": 10_000, "partition.assignment.strategy": "range"})
+    settings = main_consumer_settings(c.group_protocol, classic)
+    assert settings["group.protocol"] == "consumer" and settings["group.remote.assignor"] == "range"
+    assert "session.timeout.ms" not in settings and "partition.assignment.strategy" not in settings
+    assert main_consumer_settings(CLASSIC, classic) == classic
+
+
+@pytest.mark.parametrize(("props", "message"), [
+    ({"group.protocol": "streams"}, "KIP-1071"),
+    ({"group.protocol": "eager"}, "classic or consumer"),
+    ({"group.protocol": "consumer", "main.consumer.group.remote.assignor": "uniform"}, "co-partitioned"),
+])
+def test_group_protocols_that_cannot_run_a_topology_are_refused(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigException, match=message):
+        StreamsConfig.from_properties({**BASE, **props})
