@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from analytics.snapshot.options import SnapshotError
+from instance.kafka_clients import ClientKind, client_config
 from router.metadata import ClusterView, InstanceInfo, StoreInfo
 
 
@@ -56,13 +57,16 @@ class Catalog:
         return chosen
 
 
-def kafka_config(bootstrap: str, extra: dict[str, str]) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, **extra}
+def kafka_config(bootstrap: str, extra: dict[str, str], ours: dict[str, Any] | None = None,
+                 kind: ClientKind = "restore.consumer") -> dict[str, Any]:
+    r"""A snapshot client's settings, with Kafka Streams' prefixes (instance/kafka_clients.py): the
+    readers of changelogs and topics are ``restore.consumer``\ s, the topic lister is ``admin``."""
+    return client_config(bootstrap, extra, kind, **(ours or {}))
 
 
 def topic_partitions(bootstrap: str, topics: list[str], extra: dict[str, str], timeout: float) -> dict[str, int]:
     """Partition count of each topic that exists; SnapshotError when the broker cannot be reached."""
-    admin = AdminClient(kafka_config(bootstrap, extra))
+    admin = AdminClient(kafka_config(bootstrap, extra, kind="admin"))
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as e:
@@ -99,8 +103,9 @@ def read_catalog(bootstrap: str, application_id: str, extra: dict[str, str] | No
 
 def _read_compacted(bootstrap: str, topic: str, extra: dict[str, str], timeout: float) -> dict[str, bytes]:
     """Latest value per key of a one-partition topic, read to the end offset seen at the start."""
-    c = Consumer({**kafka_config(bootstrap, extra), "group.id": f"iqmesh-snapshot-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c = Consumer(kafka_config(bootstrap, extra, {
+        "group.id": f"iqmesh-snapshot-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "enable.partition.eof": True, "auto.offset.reset": "earliest"}))
     try:
         tp = TopicPartition(topic, 0)
         low, high = c.get_watermark_offsets(tp, timeout=timeout)

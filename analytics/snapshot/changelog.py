@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from analytics.snapshot.catalog import kafka_config
 from analytics.snapshot.columns import Layout
 
 if TYPE_CHECKING:
@@ -53,10 +54,11 @@ def plan_ranges(topic: str, starts: dict[int, int], ends: dict[int, int], split:
 
 def consumer_config(bootstrap: str, extra: dict[str, str]) -> dict[str, Any]:
     """One consumer per task, never in a group (offsets are assigned, nothing is committed)."""
-    return {"bootstrap.servers": bootstrap, "group.id": f"iqmesh-snapshot-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "enable.auto.offset.store": False, "isolation.level": "read_committed",
-            "enable.partition.eof": True, "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
-            "queued.max.messages.kbytes": 256 << 10, "client.id": "iqmesh-snapshot", **extra}
+    return kafka_config(bootstrap, extra, {
+        "group.id": f"iqmesh-snapshot-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "enable.auto.offset.store": False, "isolation.level": "read_committed", "enable.partition.eof": True,
+        "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20, "queued.max.messages.kbytes": 256 << 10,
+        "client.id": "iqmesh-snapshot"})
 
 
 def read_latest(consumer: Consumer, r: ReadRange, keep_from: int = 0,

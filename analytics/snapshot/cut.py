@@ -68,8 +68,9 @@ class Cut:
 
 
 def _consumer(bootstrap: str, extra: dict[str, str]) -> Consumer:
-    return Consumer({**kafka_config(bootstrap, extra), "group.id": f"iqmesh-snapshot-{uuid.uuid4().hex[:8]}",
-                     "enable.auto.commit": False, "isolation.level": "read_committed"})
+    return Consumer(kafka_config(bootstrap, extra, {"group.id": f"iqmesh-snapshot-{uuid.uuid4().hex[:8]}",
+                                                      "enable.auto.commit": False,
+                                                      "isolation.level": "read_committed"}))
 
 
 def watermarks(consumer: Consumer, topic: str, partitions: int, timeout: float) -> dict[int, tuple[int, int]]:

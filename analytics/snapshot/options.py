@@ -71,7 +71,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-offsets", type=int, default=DEFAULT_SPLIT_OFFSETS,
                    help="changelog offsets per Spark task; larger partitions are read as several ranges")
     p.add_argument("--kafka-config", action="append", default=[], metavar="NAME=VALUE",
-                   help="extra librdkafka setting for every Kafka client (repeatable)")
+                   help="a Kafka client setting, with Kafka Streams' prefixes (restore.consumer. for the readers, "
+                        "admin.; unprefixed: every client; repeatable)")
     p.add_argument("--wait-stable", type=float, default=60.0,
                    help="seconds to wait for open transactions below a cut given with --at")
     p.add_argument("--allow-stale", action="store_true", help="instances source: standbys may answer")
