@@ -238,11 +238,12 @@ def run_scenario(name: str, bootstrap: str, workdir: Path, seed: int, guarantee:
         tasks = _start(cluster, live, clients)
         stayed = set(live.snapshot())
         prober.start()
-        pauses.start()
         producer.start()
+        pauses.start()  # while the input flows: an instance with nothing to do is not paused
         run = Run(cluster, live, clients, rnd, result, bootstrap, producer.wait_started(), seconds)
         sc.act(run)
         producer.join(seconds + 120)
+        pauses.stop()
         if producer.is_alive() or producer.error:
             result.notes.append(f"producer: {producer.error or 'still running after the deadline'}")
         truth = producer.truth()

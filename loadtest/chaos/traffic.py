@@ -6,6 +6,7 @@ import collections
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import grpc
@@ -194,39 +195,56 @@ class QueryProber(threading.Thread):
 class PauseProbe(threading.Thread):
     """The longest time an instance processed nothing while input flowed, per instance.
 
-    Polls each live instance's own ``records_processed`` counter every ``interval``; a stretch
-    without growth ends when it grows again (or when the input ends). With input flowing the whole
-    time, the longest stretch of an instance that kept running through a membership change is how
-    long that change paused it: the cost of the rebalance protocol to the members it did not move.
+    Asks each live instance for its own ``records_processed`` counter every ``interval``, each on a
+    worker of its own (an instance that was just killed may hold a call for seconds; that must not
+    delay the others). A pause is a run of consecutive answers with the same count; an answer that
+    comes more than ``max_gap`` after the previous one starts over, since nothing is known of the
+    time between. With input flowing the whole time, the longest pause of an instance that kept
+    running through a membership change is what the change cost the members it did not move.
     """
 
-    def __init__(self, live: LiveTargets, clients: Clients, interval: float = 0.1) -> None:
+    def __init__(self, live: LiveTargets, clients: Clients, interval: float = 0.1, max_gap: float = 1.0) -> None:
         super().__init__(name="chaos-pauses", daemon=True)
-        self.live, self.clients, self.interval = live, clients, interval
+        self.live, self.clients, self.interval, self.max_gap = live, clients, interval, max_gap
         self.longest: dict[str, float] = {}
-        self._last: dict[str, tuple[int, float]] = {}  # instance -> (count, when it last grew)
+        self._last: dict[str, tuple[int, float, float]] = {}  # instance -> (count, unchanged since, last answer)
+        self._asking: set[str] = set()
+        self._lock = threading.Lock()
         self._halt = threading.Event()
 
     def stop(self) -> None:
         self._halt.set()
 
     def run(self) -> None:
-        while not self._halt.wait(self.interval):
-            for instance_id, target in self.live.snapshot().items():
-                try:
-                    md = self.clients(target).metadata()
-                except grpc.RpcError:
-                    continue
-                own = next((i for i in md.instances if i.instance_id == md.asked), None)
-                if own is not None:
-                    self._seen(instance_id, own.counters.records_processed, time.monotonic())
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="chaos-pause") as pool:
+            while not self._halt.wait(self.interval):
+                for instance_id, target in self.live.snapshot().items():
+                    with self._lock:
+                        if instance_id in self._asking:
+                            continue
+                        self._asking.add(instance_id)
+                    pool.submit(self._ask, instance_id, target)
+
+    def _ask(self, instance_id: str, target: str) -> None:
+        try:
+            md = self.clients(target).metadata()
+            own = next((i for i in md.instances if i.instance_id == md.asked), None)
+            if own is not None:
+                self._seen(instance_id, own.counters.records_processed, time.monotonic())
+        except grpc.RpcError:
+            pass  # no answer: the gap check below discounts the time
+        finally:
+            with self._lock:
+                self._asking.discard(instance_id)
 
     def _seen(self, instance_id: str, count: int, now: float) -> None:
-        last = self._last.get(instance_id)
-        if last is None or count > last[0]:
-            if last is not None:
-                self.longest[instance_id] = max(self.longest.get(instance_id, 0.0), now - last[1])
-            self._last[instance_id] = (count, now)
+        with self._lock:
+            last = self._last.get(instance_id)
+            if last is None or count != last[0] or now - last[2] > self.max_gap:
+                self._last[instance_id] = (count, now, now)
+                return
+            self.longest[instance_id] = max(self.longest.get(instance_id, 0.0), now - last[1])
+            self._last[instance_id] = (count, last[1], now)
 
 
 def wall_clock() -> str:
