@@ -100,7 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     server.start()
     streams.start()
     print(f"[{config.instance_id}] serving queries on {config.application_server}", flush=True)
-    done.wait()
+    while not done.wait(1.0):
+        server.set_live(streams.is_live())
     failed = streams.state is State.ERROR
     streams.close()
     server.stop()

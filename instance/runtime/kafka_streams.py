@@ -348,6 +348,19 @@ class KafkaStreams:
                 owned.update(str(tid) for tid in tm.standby.tasks)
         clean_unowned_task_dirs(self.config.app_state_dir, owned, self.config.state_cleanup_delay_ms)
 
+    def stuck_threads(self) -> list[str]:
+        """Stream threads whose loop has not turned for longer than any wait of theirs may last
+        (``max.poll.interval.ms``, ``task.timeout.ms``, plus a minute): a process that needs a
+        restart, which is what the instance's liveness health service reports (instance/server)."""
+        bound = max(self.config.max_poll_interval_ms, self.config.task_timeout_ms) / 1000 + 60
+        now = time.monotonic()
+        return [t.name for t in self.threads
+                if t.state not in (ThreadState.CREATED, ThreadState.DEAD) and now - t.last_turn > bound]
+
+    def is_live(self) -> bool:
+        """Not in ERROR and no stream thread stuck (see :meth:`stuck_threads`)."""
+        return self.state is not State.ERROR and not self.stuck_threads()
+
     def _on_metadata_tick(self) -> None:
         if self.membership is not None:
             self.membership.tick(in_group=self.state.is_running_or_rebalancing())

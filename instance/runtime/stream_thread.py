@@ -111,6 +111,8 @@ class StreamThread(threading.Thread):
         self.errors = ErrorHandling(config.to_properties())
         #: this thread's group member id once it has joined (published for standby placement)
         self.member_id = ""
+        #: when the loop last turned (monotonic): a thread stuck longer than a bound is not live
+        self.last_turn = time.monotonic()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def dropped_records(self) -> dict[str, int]:
@@ -211,6 +213,7 @@ class StreamThread(threading.Thread):
         commit_s = self.config.effective_commit_interval_ms / 1000.0
         restorer = tm.restorer
         while not self._shutdown.is_set():
+            self.last_turn = time.monotonic()
             if restorer.active:
                 self._restored(tm, tm.restore_step())
                 timeout = 0.0

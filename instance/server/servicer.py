@@ -331,6 +331,10 @@ def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None =
     raise AssertionError("unreachable")
 
 
+#: health service name of the liveness check (Kubernetes' livenessProbe); "" is readiness
+LIVENESS = "iqmesh.liveness"
+
+
 class QueryServer:
     """The gRPC server of one instance: InteractiveQuery, the standard health service (SERVING
     only while the instance is RUNNING, see :meth:`set_serving`) and server reflection; TLS and
@@ -368,9 +372,18 @@ class QueryServer:
                         address, TLS_CERT_FILE, TLS_KEY_FILE, AUTH_TOKEN, LISTEN_HOST)
         self._streams = streams
         self.set_serving(False)
+        self.set_live(True)
 
     def start(self) -> None:
         self.server.start()
+
+    def set_live(self, live: bool) -> None:
+        """The liveness service (:data:`LIVENESS`): SERVING unless the instance needs a restart
+        (in ERROR, or a stream thread stuck: ``KafkaStreams.is_live``). Unlike the readiness
+        status it stays SERVING through rebalances and restores; a stopped process does not
+        answer it at all, which a gRPC liveness probe also counts as a failure."""
+        self.health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING if live
+                        else health_pb2.HealthCheckResponse.NOT_SERVING)
 
     def set_serving(self, serving: bool) -> None:
         status = (health_pb2.HealthCheckResponse.SERVING if serving

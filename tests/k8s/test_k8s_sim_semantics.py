@@ -82,9 +82,10 @@ def test_a_lost_node_takes_the_volume() -> None:
 
 
 def test_tcp_liveness_does_not_see_a_hung_process() -> None:
-    """What the manifests' liveness probe (tcpSocket) can and cannot catch: a stopped process
-    still has its connections accepted by the kernel, so it is not restarted (a gRPC liveness
-    service reflecting progress would need a change in the instance)."""
+    """Why the manifests' liveness probe is not a tcpSocket check: a stopped process still has its
+    connections accepted by the kernel, so it is never restarted. The manifests ask the instance's
+    liveness health service instead (tests/integration/test_liveness.py: a stopped process does
+    not answer it)."""
     r = scenario("liveness")
     assert not [e for e in r["events"] if e["event"] == "liveness probe failed"]
     assert times(r, "container started", "fake-0") and len(times(r, "container started", "fake-0")) == 1

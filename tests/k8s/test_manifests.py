@@ -16,6 +16,7 @@ from instance import cli
 from instance.app_loader import load_topology
 from instance.config import load_properties_file
 from instance.health_probe import main as probe_main
+from instance.server.servicer import LIVENESS
 from loadtest.k8s_sim.manifests import Rendered, container, pod_template
 from tests.k8s.conftest import K8S, OVERLAYS, RENDERINGS, WITH_COMPONENTS
 from tests.k8s.pods import pod_argv, run_config
@@ -119,9 +120,9 @@ def test_every_container_has_requests_and_limits(renderings: dict[str, Rendered]
 @pytest.mark.parametrize("name", RENDERINGS)
 def test_probes_point_at_the_health_service(renderings: dict[str, Rendered], name: str, tmp_path: Path) -> None:
     """Startup and readiness ask grpc.health.v1 on the query port (natively, or through
-    instance.health_probe when the server serves TLS only); liveness does not (the health service
-    is NOT_SERVING while rebalancing or restoring, no reason to restart); the startup probe
-    leaves at least 10 minutes for a restore."""
+    instance.health_probe when the server serves TLS only); liveness asks the liveness service
+    (readiness is NOT_SERVING while rebalancing or restoring, no reason to restart); the startup
+    probe leaves at least 10 minutes for a restore."""
     r = renderings[name]
     c, port = instance(r), grpc_port(r)
     _, config = run_config(pod_argv(r, sts(r), "instance", "iqmesh-0", tmp_path)[0][1:])
@@ -133,7 +134,12 @@ def test_probes_point_at_the_health_service(renderings: dict[str, Rendered], nam
             assert "grpc" not in probe
         else:
             assert probe["grpc"]["port"] == port and probe["grpc"].get("service", "") == ""
-    assert c["livenessProbe"]["tcpSocket"]["port"] == port
+    live = c["livenessProbe"]
+    if config.security.server_tls:
+        assert live["exec"]["command"][:3] == ["python", "-m", "instance.health_probe"], live
+        assert f"--service={LIVENESS}" in live["exec"]["command"] and "grpc" not in live
+    else:
+        assert live["grpc"] == {"port": port, "service": LIVENESS}
     startup = c["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
     # an exec probe targets the query port (instance.health_probe's default unless --target says)

@@ -1,0 +1,37 @@
+"""The liveness health service (``iqmesh.liveness``) that the StatefulSet's livenessProbe asks
+(issue 18): SERVING while the instance runs, whatever its readiness; a hung (stopped) process does
+not answer it, so a gRPC liveness probe fails where the former tcpSocket probe succeeded (the
+kernel accepts connections for a stopped process)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from instance.health_probe import check
+from instance.server.servicer import LIVENESS
+from router.security import Security
+from tests.integration.helpers import wait_until, wordcount_cluster
+
+pytestmark = pytest.mark.integration
+
+
+def test_liveness_is_serving_while_running_and_silent_when_hung(bootstrap: str, tmp_path: Path,
+                                                                 unique: str) -> None:
+    cluster, _ = wordcount_cluster(bootstrap, tmp_path, unique, 1)
+    cluster.start()
+    try:
+        cluster.wait_running(120)
+        target = cluster.instances[0].target
+        assert check(target, Security(), service=LIVENESS) == "SERVING"
+        cluster.signal(0, signal.SIGSTOP)
+        try:
+            assert check(target, Security(), service=LIVENESS, timeout=2.0) == "DEADLINE_EXCEEDED"
+        finally:
+            cluster.signal(0, signal.SIGCONT)
+        wait_until(lambda: check(target, Security(), service=LIVENESS) == "SERVING", 30,
+                   "liveness to answer again once the process continues", cluster.logs)
+    finally:
+        cluster.stop()
