@@ -45,6 +45,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def build_properties(args: argparse.Namespace, shortcuts: dict[str, Any]) -> dict[str, Any]:
     """Settings from the properties file, then --config, then the named flags."""
+    from instance import config_providers
     from instance.config import load_properties_file
 
     props: dict[str, Any] = {}
@@ -56,7 +57,7 @@ def build_properties(args: argparse.Namespace, shortcuts: dict[str, Any]) -> dic
         k, v = item.split("=", 1)
         props[k.strip()] = v.strip()
     props.update({k: v for k, v in shortcuts.items() if v is not None})
-    return props
+    return config_providers.resolve(props)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from instance import config_providers
 from instance.errors import ConfigException
 from instance.kafka_clients import ClientKind, client_config, is_client_setting
 from instance.runtime import rebalance_protocol
@@ -167,7 +168,9 @@ class StreamsConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> StreamsConfig:
         """Build from Kafka Streams names (``application.id`` ...); unknown names are an error
-        unless they start with ``consumer.``/``producer.`` (passed to the clients)."""
+        unless they start with ``consumer.``/``producer.`` (passed to the clients). Values may
+        name secrets held elsewhere (``${dir:/path:key}``, instance/config_providers.py)."""
+        props = config_providers.resolve(props)
         kwargs: dict[str, Any] = {}
         extra: dict[str, str] = {}
         unknown: list[str] = []

@@ -16,6 +16,7 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from instance import config_providers
 from instance.config import load_properties_file
 from instance.errors import ConfigException
 from router.security import Security
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=3.0, help="seconds")
     args = p.parse_args(argv)
     try:
-        props = load_properties_file(args.config_file) if args.config_file else {}
+        props = config_providers.resolve(load_properties_file(args.config_file) if args.config_file else {})
         security = Security.from_properties({k: v for k, v in props.items() if k.startswith("iqmesh.tls.")})
     except (OSError, ValueError, ConfigException) as e:
         print(f"health_probe: error: {e}", file=sys.stderr)

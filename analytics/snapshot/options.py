@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from instance import config_providers
+from instance.errors import ConfigException
+
 SOURCES = ("changelog", "instances")
 #: offsets per Spark task before a changelog partition is split into ranges
 DEFAULT_SPLIT_OFFSETS = 1_000_000
@@ -86,6 +89,10 @@ def options_from_args(args: argparse.Namespace) -> SnapshotOptions:
         if not eq or not name.strip():
             raise SnapshotError(f"--kafka-config expects NAME=VALUE, got {item!r}")
         kafka[name.strip()] = value.strip()
+    try:  # secrets from files or the environment: --kafka-config config.providers=dir ...
+        kafka = config_providers.resolve(kafka)
+    except ConfigException as e:
+        raise SnapshotError(str(e)) from None
     return SnapshotOptions(
         bootstrap=args.bootstrap, application_id=args.application_id, out=args.out,
         stores=tuple(s.strip() for s in (args.stores or "").split(",") if s.strip()),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadtest.k8s_sim.manifests import Rendered, render
+from loadtest.k8s_sim.manifests import Rendered, pod_template, render
 from loadtest.k8s_sim.network import NODE_IP, ClusterNetwork
 from loadtest.k8s_sim.statefulset import CLUSTER_DOMAIN, Options, StatefulSetSim, local_commands
 
@@ -149,7 +149,8 @@ class Smoke:
 
     def _seed(self, sts: StatefulSetSim) -> tuple[str, str]:
         port = next(p["containerPort"] for p in sts.container["ports"] if p["name"] == "grpc")
-        token = next(iter(sts.pods.values())).env.get("IQMESH_AUTH_TOKEN", "")
+        auth = next(v for v in pod_template(sts.sts)["spec"]["volumes"] if v["name"] == "auth")
+        token = sts.rendered.secret_data(auth["secret"]["secretName"])["token"]  # the file the pods read
         return f"iqmesh-query.{sts.namespace}.svc.{CLUSTER_DOMAIN}:{port}", token
 
     def _feed(self) -> None:

@@ -171,9 +171,11 @@ def test_run_parses_what_the_statefulset_passes(renderings: dict[str, Rendered],
     mounts = {m["name"]: m["mountPath"] for m in instance(r)["volumeMounts"]}
     assert mounts[claim] == config.state_dir
     assert config.application_id == env["APPLICATION_ID"] and config.bootstrap_servers == env["KAFKA_BOOTSTRAP"]
-    token_ref = next(v["valueFrom"]["secretKeyRef"] for v in instance(r)["env"] if v["name"] == "IQMESH_AUTH_TOKEN")
-    assert token_ref["name"].startswith("iqmesh-auth")
-    assert config.auth_token == r.secret_data(token_ref["name"])[token_ref["key"]] != ""
+    # the token is read from the mounted Secret, never written on the command line or in the env
+    auth = next(v for v in pod_template(s)["spec"]["volumes"] if v["name"] == "auth")["secret"]["secretName"]
+    assert auth.startswith("iqmesh-auth")
+    assert config.auth_token == r.secret_data(auth)["token"] != ""
+    assert config.auth_token not in " ".join(instance(r)["args"]) + str(instance(r).get("env"))
     # static membership outlives a pod restart: the grace period plus 30 s to start again
     grace = pod_template(s)["spec"]["terminationGracePeriodSeconds"]
     assert config.session_timeout_ms >= grace * 1000 + 30_000
