@@ -113,6 +113,8 @@ class StreamThread(threading.Thread):
         self.member_id = ""
         #: when the loop last turned (monotonic): a thread stuck longer than a bound is not live
         self.last_turn = time.monotonic()
+        #: the consumer is being closed: an assignment it still reports must create no task
+        self._leaving = False
 
     # -- lifecycle -----------------------------------------------------------------------------
     def dropped_records(self) -> dict[str, int]:
@@ -193,10 +195,24 @@ class StreamThread(threading.Thread):
         return consumer
 
     def _rejoin_group(self, tm: TaskManager, consumer: Consumer) -> Consumer:
-        """Leave with this consumer (revoking, so committing, through on_revoke) and join with a
-        new one (Kafka Streams' TaskMigrated handling after an aborted transaction)."""
+        """Start over from the last commit after an aborted transaction or a lost producer (Kafka
+        Streams' TaskMigrated handling). Classic protocol: leave with this consumer (revoking, so
+        committing, through on_revoke) and join with a new one. Consumer protocol: the member
+        keeps its place and its partitions (another member's join bumps its epoch, which aborts
+        a transaction in flight; leaving would only start another rebalance): re-assign them here
+        so fetching resumes at the committed offsets, and create their tasks again."""
+        if self._incremental:
+            log.warning("%s: restarting its tasks from the last commit", self.name)
+            parts = consumer.assignment()
+            consumer.incremental_unassign(parts)
+            self._on_assign(consumer, parts)
+            return consumer
         log.warning("%s: leaving and rejoining the group", self.name)
-        consumer.close()
+        self._leaving = True
+        try:
+            consumer.close()
+        finally:
+            self._leaving = False
         return self._subscribe(tm)
 
     def _consumer_error(self, err: KafkaError) -> None:
@@ -313,6 +329,8 @@ class StreamThread(threading.Thread):
         self.tasks.lost()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._leaving:
+            return
         self.member_id = consumer.memberid() or ""
         self._set_state(ThreadState.PARTITIONS_ASSIGNED)
         # a change we paused for has happened if it was announced before this rebalance began
@@ -361,6 +379,7 @@ class StreamThread(threading.Thread):
         if tm is None:
             return
         if tm.consumer is not None:
+            self._leaving = True
             try:
                 tm.consumer.close()
             except RuntimeError:  # already closed

@@ -251,7 +251,7 @@ class TaskManager:
                 return False
             if err is None or err.fatal() or not (err.txn_requires_abort() or err.code() in REBALANCE_ERRORS):
                 raise
-            log.warning("%s: transaction aborted (%s); closing tasks dirty and rejoining", self.name, err.name())
+            log.warning("%s: transaction aborted (%s); closing tasks dirty and starting over", self.name, err.name())
             self.abort_txn()
             self._drop_tasks_and_producer()
             self.rejoin_requested = True
