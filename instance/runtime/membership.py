@@ -292,13 +292,16 @@ class MembershipCoordinator:
             self._watchdog.reset()
 
     def _remove_dead_members(self, live: list[InstanceInfo]) -> None:
+        """Members whose instance stopped heartbeating ``session.timeout.ms`` ago: a crashed one's,
+        and a cleanly stopped static one's (it sends no LeaveGroup; Apache Kafka expires it after
+        the session timeout, the dev broker never does, so a scale-in would leave its partitions
+        unserved)."""
         if not self._is_janitor(live):
             return
         now = int(time.time() * 1000)
         for info in self.view.instances():
             key = (info.instance_id, info.heartbeat_ms)
-            if (info.instance_id != self.me and info.state not in ("NOT_RUNNING", "ERROR")
-                    and now - info.heartbeat_ms > self.config.session_timeout_ms
+            if (info.instance_id != self.me and now - info.heartbeat_ms > self.config.session_timeout_ms
                     and time.monotonic() >= self._dead_handled.get(key, 0.0)):
                 self._dead_handled[key] = float("inf")
                 threading.Thread(target=self._remove_dead, args=(info,), daemon=True,
@@ -326,8 +329,21 @@ class MembershipCoordinator:
     def _remove_dead_locked(self, info: InstanceInfo) -> None:
         bootstrap, group = self.config.bootstrap_servers, self.config.application_id
         dead = info.instance_id
-        log.warning("instance %s missed its heartbeats for %d ms; removing it from the group",
-                    dead, int(time.time() * 1000) - info.heartbeat_ms)
+
+        def left_behind() -> list[GroupMember]:
+            return [m for m in describe_group_members(bootstrap, group)
+                    if m.client_id.startswith(thread_client_prefix(dead))]
+
+        if info.state in ("NOT_RUNNING", "ERROR"):
+            # stopped cleanly: a dynamic member left the group, a static one stays until removed
+            if not left_behind():
+                return
+            log.warning("stopped static instance %s still holds its partitions %d ms later; removing it "
+                        "from the group (Apache Kafka would expire it)", dead,
+                        int(time.time() * 1000) - info.heartbeat_ms)
+        else:
+            log.warning("instance %s missed its heartbeats for %d ms; removing it from the group",
+                        dead, int(time.time() * 1000) - info.heartbeat_ms)
         intent = self._announce(REMOVE, dead)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.me}-fence") as pool:
             # fencing needs no handover: it runs while the peers commit and pause
@@ -335,8 +351,7 @@ class MembershipCoordinator:
             self._await_acks(intent, exclude=dead)
             if fenced is not None:
                 fenced.result()
-        members: list[GroupMember] = [m for m in describe_group_members(bootstrap, group)
-                                      if m.client_id.startswith(thread_client_prefix(dead))]
+        members = left_behind()
         if members:
             errors = remove_members(bootstrap, group, members)
             log.warning("removed %s from the group: %s", dead, errors)

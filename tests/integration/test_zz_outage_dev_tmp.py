@@ -1,0 +1,96 @@
+"""The only broker stops while input flows and comes back: no instance dies, queries meanwhile are
+answered stale-flagged or refused with a clear status, and the counts come out right afterwards.
+
+Each test runs a broker of its own (Apache Kafka, ``IQMESH_BROKER=kafka``; not yet the dev broker, see
+below) in a data directory that survives its restart. ``IQMESH_OUTAGE_S`` sets the outage (default
+20 s; the longer ones of the issue, 90 s and 300 s, are the same test with that variable set).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from devtools import engines
+from devtools.cluster import produce, sample_lines
+from router.client import QueryClient
+from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
+from tests.integration.test_crash_recovery import wait_for_counts
+
+pytestmark = pytest.mark.integration
+
+OUTAGE_S = float(os.environ.get("IQMESH_OUTAGE_S", "20"))
+LINES = 6_000
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_broker_stops_and_comes_back(tmp_path: Path, unique: str, guarantee: str) -> None:
+    engine = engines.test_engine()
+    if os.environ.get("IQMESH_BOOTSTRAP"):
+        pytest.skip("stops and restarts a broker of its own; IQMESH_BOOTSTRAP names one it cannot restart")
+    if False:
+        # Not yet on the dev broker: after its restart the group can stay in a rebalance that never
+        # completes (seen in CI under exactly-once: the stuck-rebalance watchdog removed both
+        # members, one never rejoined within 150 s), and it forgets idempotent producers (the
+        # runtime replaces them). Runs on Apache Kafka (IQMESH_BROKER=kafka) in CI.
+        pytest.skip("the dev broker's group coordination after its own restart is not dependable yet")
+    broker_dir = tmp_path / "broker"
+    handle = engines.start(engine, broker_dir)
+    bootstrap = handle.bootstrap
+    port = int(bootstrap.rsplit(":", 1)[1])
+    cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, f"processing.guarantee={guarantee}",
+                                       "commit.interval.ms=500")
+    lines = sample_lines(LINES, seed=11)
+    truth = word_counts(lines)
+    words = sorted(truth)
+    half = LINES // 2
+    cluster.start()
+    try:
+        cluster.wait_running(120)
+        produce(bootstrap, topic, ((None, t.encode()) for t in lines[:half]))
+        target = cluster.instances[0].target
+        with QueryClient(target, timeout=5) as q:
+            wait_until(lambda: (q.get("counts", words[0], allow_stale=True).value or 0) > 0, 90,
+                       "the first input to be counted", cluster.logs)
+
+        engines.stop(broker_dir)
+        answered = refused = 0
+        outage_end = time.monotonic() + OUTAGE_S
+        stop_querying = threading.Event()
+
+        def query_during_outage() -> None:
+            nonlocal answered, refused
+            with QueryClient(target, timeout=3) as q:
+                while not stop_querying.is_set():
+                    try:
+                        r = q.get("counts", words[0], allow_stale=True)
+                        answered += 1
+                        assert r.value is not None
+                    except grpc.RpcError as e:
+                        assert e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED), e
+                        refused += 1
+                    stop_querying.wait(0.5)
+
+        querier = threading.Thread(target=query_during_outage, daemon=True)
+        querier.start()
+        while time.monotonic() < outage_end:  # the outage itself: nothing to wait for
+            dead = [i.instance_id for i in cluster.instances if i.proc is None or i.proc.poll() is not None]
+            assert not dead, f"{dead} exited while the broker was away\n{cluster.logs()}"
+            time.sleep(0.5)
+        stop_querying.set()
+        querier.join(10)
+        assert answered + refused > 0
+
+        engines.start(engine, broker_dir, port=port)
+        produce(bootstrap, topic, ((None, t.encode()) for t in lines[half:]))
+        wait_for_counts(target, truth, cluster, exact=guarantee == "exactly_once_v2")
+        dead = [i.instance_id for i in cluster.instances if i.proc is None or i.proc.poll() is not None]
+        assert not dead, f"{dead} exited after the broker came back\n{cluster.logs()}"
+    finally:
+        cluster.stop()
+        engines.stop(broker_dir)
