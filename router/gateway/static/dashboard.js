@@ -35,10 +35,25 @@ function colour(id) {
 
 // ---- time series and charts -------------------------------------------------------------------
 const METRICS = ["updates", "records", "queries", "lag"];
-const series = {t: [], ids: [], updates: {}, records: {}, queries: {}, lag: {}};
+// charts of the gateway's own figures and the cluster's totals: fixed series, not one per instance
+const FIXED = {
+  latency: [{key: "p50_ms", label: "p50", stroke: "#2b6cb0"}, {key: "p99_ms", label: "p99", stroke: "#c05621"}],
+  errors: [{key: "client_errors_per_s", label: "gateway 4xx", stroke: "#b7791f"},
+           {key: "server_errors_per_s", label: "gateway 5xx", stroke: "#c0392b"},
+           {key: "instance_errors_per_s", label: "instance query errors", stroke: "#6b46c1"}],
+};
+const series = {t: [], ids: [], updates: {}, records: {}, queries: {}, lag: {}, latency: {}, errors: {}};
+for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) series[name][f.key] = [];
 const charts = {};
+let clusterEvents = [];  // the latest snapshot's list (timeline.py), marked on every chart
 
-function addPoint(t, rates) {
+function addPoint(t, rates, gateway) {
+  const g = {...(gateway || {}),
+             instance_errors_per_s: Object.values(rates).reduce((a, r) => a + (r.query_errors_per_s || 0), 0)};
+  for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) {
+    const v = g[f.key];
+    series[name][f.key].push(v === undefined ? null : v);
+  }
   series.t.push(t);
   for (const id of Object.keys(rates)) {
     if (!series.ids.includes(id)) {
@@ -56,18 +71,39 @@ function addPoint(t, rates) {
   if (series.t.length > KEEP_POINTS) {
     series.t.shift();
     for (const m of METRICS) for (const id of series.ids) series[m][id].shift();
+    for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) series[name][f.key].shift();
   }
 }
 
 // units of each chart's values (the y axis says them; the legend is the instances table's colours)
-const UNITS = {updates: "updates/s", records: "records/s", queries: "queries/s", lag: "records"};
+const UNITS = {updates: "updates/s", records: "records/s", queries: "queries/s", lag: "records",
+               latency: "ms", errors: "errors/s"};
+// colours of the event markers (and of their badges in the timeline list)
+const EVENT_COLOURS = {joined: "#2f855a", gone: "#c0392b", rebalance: "#b7791f", restore: "#2c7a7b",
+                       restored: "#2c7a7b", error: "#c0392b"};
+
+// a uPlot plugin drawing each cluster event as a dashed vertical line over the plot
+const eventMarkers = {hooks: {draw: [(u) => {
+  const ctx = u.ctx, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height;
+  ctx.save();
+  ctx.setLineDash([5, 4]);
+  ctx.lineWidth = 1.5 * devicePixelRatio;
+  for (const e of clusterEvents) {
+    const x = Math.round(u.valToPos(e.at, "x", true));
+    if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+    ctx.strokeStyle = EVENT_COLOURS[e.kind] || "#4a5568";
+    ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
+  }
+  ctx.restore();
+}]}};
 const pad2 = (n) => String(n).padStart(2, "0");
 // 24-hour clock, day before month: the same whatever the browser's locale
 const clock = (d) => `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
 const day = (d) => `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())}`;
 
 function drawChart(name, target) {
-  const ids = series.ids.slice();
+  const fixed = FIXED[name];
+  const ids = fixed ? fixed.map((f) => f.key) : series.ids.slice();
   const data = [series.t, ...ids.map((id) => series[name][id])];
   const box = $(target);
   const width = Math.max(300, box.clientWidth || 400);
@@ -82,9 +118,11 @@ function drawChart(name, target) {
   const opts = {
     width, height: 200,
     scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)]}},
-    series: [{}, ...ids.map((id) => ({label: id, stroke: colour(id), width: 2, spanGaps: true}))],
+    series: [{}, ...(fixed ? fixed.map((f) => ({label: f.label, stroke: f.stroke, width: 2, spanGaps: false}))
+                           : ids.map((id) => ({label: id, stroke: colour(id), width: 2, spanGaps: true})))],
+    plugins: [eventMarkers],
     axes: [
-      {values: (u, splits) => splits.map((v) => clock(new Date(v * 1000)))},
+      {space: 90, values: (u, splits) => splits.map((v) => clock(new Date(v * 1000)))},
       {size: 70, label: UNITS[name], labelSize: 18,
        values: (u, splits) => splits.map((v) => String(+v.toFixed(2)))},
     ],
@@ -98,6 +136,36 @@ function drawCharts() {
   drawChart("records", "#chart-records");
   drawChart("queries", "#chart-queries");
   drawChart("lag", "#chart-lag");
+  drawChart("latency", "#chart-latency");
+  drawChart("errors", "#chart-errors");
+}
+
+// the series names of the fixed charts (their lines are not the instances' colours)
+function renderKeys() {
+  for (const name of Object.keys(FIXED)) {
+    const box = $(`#key-${name}`);
+    if (box.childElementCount) continue;
+    for (const f of FIXED[name]) box.append(el("span", {class: "key"}, el("span", {class: "dot", style: `background:${f.stroke}`}), f.label));
+  }
+}
+
+function renderEvents(snap) {
+  clusterEvents = snap.events || [];
+  const body = $("#events tbody");
+  body.textContent = "";
+  const recent = clusterEvents.slice(-12).reverse();
+  if (!recent.length) {
+    body.append(el("tr", {}, el("td", {colspan: 3, class: "muted"},
+      "none since the gateway started (joins, disappearances, rebalances and restores show here and on the charts)")));
+    return;
+  }
+  for (const e of recent) {
+    const d = new Date(e.at * 1000);
+    body.append(el("tr", {"data-event": e.kind},
+      el("td", {class: "num"}, `${day(d)} ${clock(d)}`),
+      el("td", {}, el("span", {class: "badge", style: `background:${EVENT_COLOURS[e.kind] || "#4a5568"};color:#fff`}, e.kind)),
+      el("td", {}, e.text)));
+  }
 }
 
 // ---- instances and partitions -------------------------------------------------------------
@@ -165,10 +233,12 @@ function onSnapshot(snap) {
   $("#source").textContent = snap.error
     ? snap.error : `routing table of ${snap.asked} via ${snap.via}, ${fmt(snap.age_ms / 1000)} s old`;
   if (snap.history) {
-    for (const h of snap.history) addPoint(h.t, h.rates);
+    for (const h of snap.history) addPoint(h.t, h.rates, h.gateway);
   } else if (!snap.error) {
-    addPoint(snap.at_ms / 1000, Object.fromEntries(snap.instances.map((i) => [i.instance_id, i])));
+    addPoint(snap.at_ms / 1000, Object.fromEntries(snap.instances.map((i) => [i.instance_id, i])), snap.gateway_rates);
   }
+  renderEvents(snap);
+  renderKeys();
   renderInstances(snap);
   renderPartitions(snap);
   fillStoreSelect($("#lookup-store"), snap.stores);
@@ -194,6 +264,11 @@ function connect() {
 }
 
 // ---- key lookup -----------------------------------------------------------------------------
+// what the instance the gateway asked did with the lookup, from what the answer says (never assumed)
+function answeredHow(via, m) {
+  if (m.forwarded) return `(forwarded one hop to ${m.served_by} at ${m.endpoint})`;
+  return via === m.endpoint ? "(answered itself)" : `(answered by ${m.served_by} at ${m.endpoint})`;
+}
 function errorCard(box, body, status) {
   const e = (body && body.error) || {code: `HTTP ${status}`, message: ""};
   box.className = "card error";
@@ -230,7 +305,7 @@ async function lookup(ev) {
       el("dt", {}, "fresh"), el("dd", {"data-field": "stale"}, m.stale ? badge("stale", "stale") : badge("up to date", "fresh")),
       el("dt", {}, "partition"), el("dd", {"data-field": "partition"}, m.partition),
       el("dt", {}, "position / lag"), el("dd", {}, `${m.position} / ${m.lag}`),
-      el("dt", {}, "asked"), el("dd", {"data-field": "via"}, `${body.via}${m.forwarded ? " (forwarded one hop)" : " (answered itself)"}`),
+      el("dt", {}, "asked"), el("dd", {"data-field": "via"}, `${body.via} ${answeredHow(body.via, m)}`),
       el("dt", {}, "position token"), el("dd", {class: "muted"}, m.position_token)));
 }
 

@@ -83,6 +83,11 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
     assert field("value") == str(gc.truth["kafka"])
     assert field("served_by") == expected["metadata"]["served_by"] and field("served_by") in ids
     assert field("stale") == "up to date" and field("role") == "ACTIVE"
+    # "asked" names the endpoint the gateway's client went to, and what it did is read from the answer
+    via = field("via")
+    assert via.startswith(expected["via"]), (via, expected)
+    if "(answered itself)" in via:
+        assert via.split()[0] == expected["metadata"]["endpoint"], (via, expected)
 
     # live parts: the charts are drawn and the top-entries table is filled from a whole-store scan
     wait.until(lambda _: texts("#chart-updates canvas", "class"))
@@ -92,8 +97,13 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
 
     # every chart has data, says its unit on the y axis, has no per-chart legend, and times are
     # on a 24-hour clock whatever the locale
+    # known traffic for the latency and error charts: lookups, and requests for a store that does not exist
+    for word in list(gc.truth)[:20]:
+        assert gc.get(f"/v1/stores/counts/keys/{word}")[0] == 200
+    for _ in range(10):
+        assert gc.get("/v1/stores/no-such-store/keys/x")[0] == 404
     for name, unit in (("updates", "updates/s"), ("records", "records/s"), ("queries", "queries/s"),
-                       ("lag", "records")):
+                       ("lag", "records"), ("latency", "ms"), ("errors", "errors/s")):
         wait.until(lambda _, n=name: browser.execute_script(
             "const p = charts[arguments[0]].plot; return p.data.length > 1 && p.data[0].length > 1", n))
         label, ticks = browser.execute_script(
@@ -102,6 +112,21 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
         assert label == unit
         assert len(ticks) == 1 and ticks[0].count(":") == 2 and "M" not in ticks[0], ticks  # 24 h: no PM
     assert texts(".u-legend") == []
+    # the latency chart has p50 and p99 points, the errors chart the 404s (gateway 4xx and the
+    # instances' NOT_FOUND), each line named beside the title
+    def points(name: str) -> dict[str, list[float]]:
+        return dict(browser.execute_script(
+            "const p = charts[arguments[0]].plot; return Object.fromEntries(p.series.slice(1).map("
+            "(s, i) => [s.label, p.data[i + 1].filter(v => v !== null)]))", name))
+    wait.until(lambda _: all(points("latency")[s] for s in ("p50", "p99")))
+    latency = points("latency")
+    assert all(0 < v < 10_000 for v in latency["p50"] + latency["p99"]), latency
+    wait.until(lambda _: max(points("errors")["gateway 4xx"], default=0) > 0)
+    wait.until(lambda _: max(points("errors")["instance query errors"], default=0) > 0)
+    assert max(points("errors")["gateway 5xx"], default=0) == 0
+    assert texts("#key-latency .key") == ["p50", "p99"]
+    assert texts("#key-errors .key") == ["gateway 4xx", "gateway 5xx", "instance query errors"]
+    assert texts("#events tbody tr")  # the timeline is drawn (its events are unit-tested: test_dashboard_series)
     assert "M" not in texts("#top-status")[0].split(" at ")[-1]  # no AM/PM
 
     shot = tmp_path / "dashboard.png"
