@@ -191,6 +191,12 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
                                         Deadline.within(self.timeout))
         return reply
 
+    async def describe(self) -> pb.DescribeReply:
+        """As :meth:`router.client.QueryClient.describe`."""
+        reply, _ = await self._on_entry(lambda stub, t: stub.Describe(pb.DescribeRequest(), timeout=t),
+                                        Deadline.within(self.timeout))
+        return reply
+
     async def refresh(self) -> RoutingTable:
         await self.metadata()
         assert self._table is not None

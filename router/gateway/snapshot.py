@@ -26,6 +26,7 @@ from router.gateway.errors import ApiError
 from router.gateway.metrics import GatewayMetrics
 from router.gateway.series import GatewayReading, gateway_rates
 from router.gateway.timeline import ClusterEvent, changes
+from router.gateway.topology import TopologyPoller, processing_lag
 from router.rpc import iqmesh_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,11 @@ class Snapshot:
     gateway_rates: dict[str, float | None] = field(default_factory=dict)
     #: the latest cluster events (timeline.py), oldest first
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: records behind the input per instance and per topic (topology.py; empty before the first Describe)
+    processing_lag: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the topology (topology.topology_to_json) and why it or the lag could not be read
+    topology: dict[str, Any] = field(default_factory=dict)
+    topology_error: str = ""
 
     def to_json(self, metrics: GatewayMetrics) -> dict[str, Any]:
         md = self.metadata
@@ -105,7 +111,8 @@ class Snapshot:
             "stores": store_replicas(md) if md else [],
             "gateway": {"requests_total": metrics.requests_total, "errors_total": metrics.errors_total,
                         "uptime_s": round(time.time() - metrics.started, 1)},
-            "gateway_rates": self.gateway_rates, "events": self.events,
+            "gateway_rates": self.gateway_rates, "events": self.events, "processing_lag": self.processing_lag,
+            "topology": self.topology, "topology_error": self.topology_error,
         }
 
 
@@ -175,7 +182,7 @@ class SnapshotPoller:
 
     def __init__(self, backend: Backend, metrics: GatewayMetrics, interval: float = 1.0,
                  on_alive: Callable[[list[str]], None] | None = None, keep: int = 300,
-                 keep_events: int = 100) -> None:
+                 keep_events: int = 100, topology: TopologyPoller | None = None) -> None:
         self.backend = backend
         self.metrics = metrics
         self.interval = interval
@@ -185,6 +192,7 @@ class SnapshotPoller:
         #: cluster events seen (timeline.py), oldest first
         self.events: deque[ClusterEvent] = deque(maxlen=keep_events)
         self.changed = asyncio.Condition()
+        self.topology = topology
         self._samples: deque[Sample] = deque()
 
     async def poll_once(self) -> Snapshot:
@@ -206,12 +214,16 @@ class SnapshotPoller:
             queries_base = self._base(at - QUERIES_WINDOW_S)
             gw = gateway_rates(reading, queries_base.gateway if queries_base else None,
                                at - queries_base.at if queries_base else 0.0)
+            view = self.topology.latest if self.topology is not None else None
+            plag = processing_lag(view.input_lag, md) if view is not None and view.at else {}
             snap = Snapshot(at, via, md, rates(md, now, self._base(at - UPDATES_WINDOW_S), queries_base),
-                            gateway_rates=gw, events=self._events_json())
+                            gateway_rates=gw, events=self._events_json(), processing_lag=plag,
+                            topology=view.topology if view is not None else {},
+                            topology_error=view.error if view is not None else "")
             self._samples.append(now)
             while self._samples and self._samples[0].at < at - UPDATES_WINDOW_S:
                 self._samples.popleft()
-            self.history.append({"t": at, "rates": snap.rates, "gateway": gw})
+            self.history.append({"t": at, "rates": snap.rates, "gateway": gw, "processing_lag": plag})
             if self.on_alive is not None:
                 self.on_alive([i["endpoint"] for i in md["instances"] if i["alive"] and i["endpoint"]])
         self.latest = snap

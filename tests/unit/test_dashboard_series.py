@@ -59,3 +59,17 @@ def test_events_joins_crashes_rebalances_and_restores() -> None:
     done = {"instances": [_inst("a"), _inst("b"), _inst("d", "ERROR")]}
     assert [(e.kind, e.instance) for e in changes(after, done, 11.0)] == [("restored", "a"), ("error", "d")]
     assert changes(done, done, 12.0) == []
+
+
+def test_processing_lag_is_summed_per_owner_of_the_task_and_per_topic() -> None:
+    from router.gateway.topology import processing_lag
+
+    md = {"instances": [{"instance_id": "a", "alive": True, "active_tasks": ["0_0", "1_0"]},
+                        {"instance_id": "b", "alive": True, "active_tasks": ["0_1"]},
+                        {"instance_id": "c", "alive": False, "active_tasks": ["1_1"]}]}
+    lags = [{"task": "0_0", "topic": "in", "lag": 5}, {"task": "0_1", "topic": "in", "lag": 7},
+            {"task": "1_0", "topic": "app-x-repartition", "lag": 1},
+            {"task": "1_1", "topic": "app-x-repartition", "lag": 4}]  # its owner is dead: no owner
+    assert processing_lag(lags, md) == {"by_instance": {"a": 6, "b": 7, "(no owner)": 4},
+                                        "by_topic": {"app-x-repartition": 5, "in": 12}}
+    assert processing_lag([], md) == {"by_instance": {"a": 0, "b": 0}, "by_topic": {}}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.gateway.conftest import GatewayCluster
+from tests.integration.gateway.conftest import GatewayCluster, lines
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +103,8 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
     for _ in range(10):
         assert gc.get("/v1/stores/no-such-store/keys/x")[0] == 404
     for name, unit in (("updates", "updates/s"), ("records", "records/s"), ("queries", "queries/s"),
-                       ("lag", "records"), ("latency", "ms"), ("errors", "errors/s")):
+                       ("lag", "records"), ("plag", "records"), ("ptopic", "records"), ("latency", "ms"),
+                       ("errors", "errors/s")):
         wait.until(lambda _, n=name: browser.execute_script(
             "const p = charts[arguments[0]].plot; return p.data.length > 1 && p.data[0].length > 1", n))
         label, ticks = browser.execute_script(
@@ -127,6 +128,42 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
     assert texts("#key-latency .key") == ["p50", "p99"]
     assert texts("#key-errors .key") == ["gateway 4xx", "gateway 5xx", "instance query errors"]
     assert texts("#events tbody tr")  # the timeline is drawn (its events are unit-tested: test_dashboard_series)
+
+    # processing lag: every line of the input processed and committed, so the committed offsets
+    # of the input topic add up to the lines produced and nothing is behind; the charts show it
+    # per instance (each one that owns a task) and per topic (the input and the repartition topic)
+    input_topic = f"lines-{gc.cluster.application_id.removeprefix('wc-')}"
+
+    def topology() -> dict[str, Any]:
+        status, body = gc.get("/v1/topology")
+        assert status == 200, body
+        return dict(body)
+
+    def input_done() -> bool:
+        t = topology()
+        mine = [x for x in t["input_lag"] if x["topic"] == input_topic]
+        return (sum(x["committed"] for x in mine) == len(lines())
+                and t["processing_lag"]["by_topic"].get(input_topic) == 0)
+    wait.until(lambda _: input_done())
+    topo = topology()
+    assert [s["id"] for s in topo["subtopologies"]] == [0, 1]
+    first, second = topo["subtopologies"]
+    repartition = first["sink_topics"][0]
+    assert first["source_topics"] == [input_topic] and first["repartition_topics"] == [repartition]
+    assert second["source_topics"] == [repartition] and second["stores"] == ["counts"]
+    assert second["changelog_topics"] == [f"{gc.cluster.application_id}-counts-changelog"]
+    assert "Sub-topology: 0" in topo["description"] and "Sub-topology: 1" in topo["description"]
+    wait.until(lambda _: set(points("plag")) == set(ids) and all(points("plag")[i] for i in ids))
+    wait.until(lambda _: {input_topic, repartition} <= set(points("ptopic")))
+    assert all(v >= 0 for vs in points("ptopic").values() for v in vs)
+    # the topology drawn: each sub-topology's topics by kind, the lag beside each input
+    def chips(sub: int, kind: str) -> list[str]:
+        return [t for t in texts(f'[data-subtopology="{sub}"] .topic.{kind}', "data-topic")]
+    wait.until(lambda _: chips(0, "input") == [input_topic])
+    assert chips(0, "repartition") == [repartition] and chips(1, "repartition") == [repartition]
+    assert chips(1, "changelog") == second["changelog_topics"]
+    assert chips(1, "output") == second["sink_topics"] and texts('[data-subtopology="1"] .store') == ["counts"]
+    assert texts('[data-subtopology="0"] .topic.input .lag', "data-lag")
     assert "M" not in texts("#top-status")[0].split(" at ")[-1]  # no AM/PM
 
     shot = tmp_path / "dashboard.png"
