@@ -223,7 +223,8 @@ class SnapshotPoller:
             self._samples.append(now)
             while self._samples and self._samples[0].at < at - UPDATES_WINDOW_S:
                 self._samples.popleft()
-            self.history.append({"t": at, "rates": snap.rates, "gateway": gw, "processing_lag": plag})
+            self.history.append({"t": int(at * 1000) / 1000, "rates": snap.rates, "gateway": gw,
+                                 "processing_lag": plag})
             if self.on_alive is not None:
                 self.on_alive([i["endpoint"] for i in md["instances"] if i["alive"] and i["endpoint"]])
         self.latest = snap

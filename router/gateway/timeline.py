@@ -23,7 +23,8 @@ class ClusterEvent:
     text: str
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """``at_ms`` as the snapshot's own (so a chart's point and its marker line up)."""
+        return {**asdict(self), "at_ms": int(self.at * 1000)}
 
 
 def _live(md: dict[str, Any]) -> dict[str, dict[str, Any]]:

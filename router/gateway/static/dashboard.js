@@ -100,8 +100,8 @@ const eventMarkers = {hooks: {draw: [(u) => {
   ctx.setLineDash([5, 4]);
   ctx.lineWidth = 1.5 * devicePixelRatio;
   for (const e of clusterEvents) {
-    const x = Math.round(u.valToPos(e.at, "x", true));
-    if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+    const x = Math.round(u.valToPos(e.at_ms / 1000, "x", true));
+    if (x < u.bbox.left - 1 || x > u.bbox.left + u.bbox.width + 1) continue;
     ctx.strokeStyle = EVENT_COLOURS[e.kind] || "#4a5568";
     ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
   }
@@ -186,7 +186,7 @@ function renderEvents(snap) {
     return;
   }
   for (const e of recent) {
-    const d = new Date(e.at * 1000);
+    const d = new Date(e.at_ms);
     body.append(el("tr", {"data-event": e.kind},
       el("td", {class: "num"}, `${day(d)} ${clock(d)}`),
       el("td", {}, el("span", {class: "badge", style: `background:${EVENT_COLOURS[e.kind] || "#4a5568"};color:#fff`}, e.kind)),

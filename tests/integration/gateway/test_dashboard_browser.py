@@ -7,46 +7,17 @@ under CI=true rather than pass without a browser."""
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.gateway.conftest import GatewayCluster, lines
+from tests.integration.gateway.conftest import ARTIFACTS, CHROMIUM, GatewayCluster, lines
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
-ARTIFACTS = Path(__file__).resolve().parents[3] / "build" / "artifacts"
 WAIT_S = 30
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    if CHROMIUM is None or DRIVER is None:
-        why = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1700"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCluster, browser: Any,

@@ -1,0 +1,85 @@
+"""The dashboard's cluster events from a real crash, in a real headless Chromium: on a cluster of
+its own (the shared one must not be disturbed), one instance is killed with SIGKILL and started
+again; the page lists it disappearing and joining, and marks both on the charts' time axis."""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devtools.cluster import produce, sample_lines
+from devtools.gateway import GatewayProcess
+from tests.integration.gateway.conftest import ARTIFACTS
+from tests.integration.helpers import wait_until, wordcount_cluster
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 90
+
+
+def _events(url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(url + "/v1/events?max_events=1", timeout=30) as r:
+        data = next(line for line in r.read().decode().splitlines() if line.startswith("data: "))
+    return list(json.loads(data[6:])["events"])
+
+
+@pytest.mark.timeout(400)
+def test_a_crash_and_a_restart_are_listed_and_marked_on_the_charts(bootstrap: str, tmp_path: Path,
+                                                                   browser: Any) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    unique = uuid.uuid4().hex[:10]
+    cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, "num.standby.replicas=1",
+                                       "commit.interval.ms=200")
+    gateway = GatewayProcess(bootstrap, cluster.application_id, tmp_path / "gateway.log")
+    cluster.start()
+    try:
+        cluster.wait_running(120)
+        produce(bootstrap, topic, ((None, t.encode()) for t in sample_lines(300, seed=3)))
+        gateway.start()
+        gateway.wait_ready(60)
+        wait = WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+
+        def rows() -> list[tuple[str, str]]:
+            script = ("return [...document.querySelectorAll('#events tbody tr[data-event]')]"
+                      ".map(r => [r.getAttribute('data-event'), r.textContent])")
+            return [(k, t) for k, t in browser.execute_script(script)]
+        browser.get(gateway.url + "/")
+        wait.until(lambda _: browser.execute_script("return document.querySelectorAll('#instances tr[data-instance]')"
+                                                    ".length") == 2)
+        assert rows() == []  # nothing happened since the gateway started
+
+        victim = cluster.instances[1].instance_id
+        cluster.signal(1, signal.SIGKILL)
+        cluster.wait_exit(1, 30)
+        wait_until(lambda: any(e["kind"] == "gone" and e["instance"] == victim for e in _events(gateway.url)),
+                   WAIT_S, f"the gateway to see {victim} disappear", lambda: cluster.logs() + gateway.logs())
+        cluster.start([1])  # the same instance id and state directory
+        wait_until(lambda: any(e["kind"] == "joined" and e["instance"] == victim for e in _events(gateway.url)),
+                   WAIT_S, f"the gateway to see {victim} join again", lambda: cluster.logs() + gateway.logs())
+
+        # the live page lists both, newest first, with ISO dates
+        wait.until(lambda _: [k for k, _ in rows()][:1] == ["joined"] and "gone" in [k for k, _ in rows()])
+        gone = next(t for k, t in rows() if k == "gone")
+        assert victim in gone and "disappeared" in gone and gone[:4].isdigit() and gone[4] == "-", gone
+        # and every chart's time axis spans them, so each is drawn as a marker
+        marked = browser.execute_script(
+            "return Object.values(charts).map(c => clusterEvents.filter("
+            "e => e.at_ms / 1000 >= c.plot.scales.x.min && e.at_ms / 1000 <= c.plot.scales.x.max).map(e => e.kind))")
+        assert len(marked) == 8 and all({"gone", "joined"} <= set(kinds) for kinds in marked), marked
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        assert browser.save_screenshot(str(tmp_path / "events.png"))
+        (ARTIFACTS / "dashboard-events.png").write_bytes((tmp_path / "events.png").read_bytes())
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        gateway.stop()
+        cluster.stop()
