@@ -121,3 +121,15 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def headless_screenshot(url: str, shot: Path, profile: Path, height: int = 1800) -> None:
+    """Chromium's own ``--screenshot`` of ``url`` after 5 s of virtual time (it returns only once
+    the page is quiet: the dashboard's ``?screenshot`` keeps no stream open)."""
+    import subprocess
+
+    assert CHROMIUM is not None
+    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                        f"--window-size=1400,{height}", "--virtual-time-budget=5000", f"--screenshot={shot}", url],
+                       capture_output=True, text=True, timeout=90)
+    assert shot.exists() and shot.stat().st_size > 10_000, p.stderr[-2000:]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.gateway.conftest import ARTIFACTS, CHROMIUM, GatewayCluster, lines
+from tests.integration.gateway.conftest import ARTIFACTS, GatewayCluster, headless_screenshot, lines
 
 pytestmark = pytest.mark.integration
 
@@ -149,13 +149,7 @@ def test_a_headless_screenshot_of_the_dashboard_finishes(gateway_cluster: Gatewa
                                                          tmp_path: Path) -> None:
     """``?screenshot`` takes one snapshot and keeps no stream open, so Chromium's
     --virtual-time-budget screenshot ends (it never did with the live event stream)."""
-    import subprocess
-
-    assert CHROMIUM is not None
     shot = tmp_path / "screenshot.png"
-    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'u'}",
-                        "--window-size=1400,1800", "--virtual-time-budget=5000", f"--screenshot={shot}",
-                        gateway_cluster.url + "/?screenshot"], capture_output=True, text=True, timeout=90)
-    assert shot.exists() and shot.stat().st_size > 10_000, p.stderr[-2000:]
+    headless_screenshot(gateway_cluster.url + "/?screenshot", shot, tmp_path / "u", height=2600)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, ARTIFACTS / "dashboard-screenshot.png")

@@ -15,7 +15,7 @@ import pytest
 
 from devtools.cluster import produce, sample_lines
 from devtools.gateway import GatewayProcess
-from tests.integration.gateway.conftest import ARTIFACTS
+from tests.integration.gateway.conftest import ARTIFACTS, headless_screenshot
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -78,6 +78,9 @@ def test_a_crash_and_a_restart_are_listed_and_marked_on_the_charts(bootstrap: st
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         assert browser.save_screenshot(str(tmp_path / "events.png"))
         (ARTIFACTS / "dashboard-events.png").write_bytes((tmp_path / "events.png").read_bytes())
+        # a screenshot taken without a live stream (?screenshot) shows them too
+        headless_screenshot(gateway.url + "/?screenshot", tmp_path / "still.png", tmp_path / "u", height=2600)
+        (ARTIFACTS / "dashboard-events-screenshot.png").write_bytes((tmp_path / "still.png").read_bytes())
         errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
     finally:
