@@ -326,8 +326,12 @@ function onSnapshot(snap) {
 }
 
 // ?screenshot: one snapshot, no open event stream and no timers, so a headless browser's
-// --virtual-time-budget screenshot can finish
-const SCREENSHOT = new URLSearchParams(location.search).has("screenshot");
+// --virtual-time-budget screenshot can finish (an open stream keeps its virtual time from running
+// out). Chromium's own `--headless --screenshot` (HeadlessChrome, not driven by WebDriver) gets the
+// same without the parameter; ?live keeps the stream in any browser.
+const PARAMS = new URLSearchParams(location.search);
+const SCREENSHOT = PARAMS.has("screenshot") ||
+  (!PARAMS.has("live") && /HeadlessChrome/.test(navigator.userAgent) && !navigator.webdriver);
 
 async function snapshotOnce() {
   const text = await (await fetch("/v1/events?max_events=1")).text();

@@ -123,7 +123,7 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
-def headless_screenshot(url: str, shot: Path, profile: Path, height: int = 1800) -> None:
+def headless_screenshot(url: str, shot: Path, profile: Path, height: int = 1800, timeout: float = 90) -> None:
     """Chromium's own ``--screenshot`` of ``url`` after 5 s of virtual time (it returns only once
     the page is quiet: the dashboard's ``?screenshot`` keeps no stream open)."""
     import subprocess
@@ -131,5 +131,5 @@ def headless_screenshot(url: str, shot: Path, profile: Path, height: int = 1800)
     assert CHROMIUM is not None
     p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
                         f"--window-size=1400,{height}", "--virtual-time-budget=5000", f"--screenshot={shot}", url],
-                       capture_output=True, text=True, timeout=90)
+                       capture_output=True, text=True, timeout=timeout)
     assert shot.exists() and shot.stat().st_size > 10_000, p.stderr[-2000:]

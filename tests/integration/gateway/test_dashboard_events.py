@@ -81,6 +81,9 @@ def test_a_crash_and_a_restart_are_listed_and_marked_on_the_charts(bootstrap: st
         # a screenshot taken without a live stream (?screenshot) shows them too
         headless_screenshot(gateway.url + "/?screenshot", tmp_path / "still.png", tmp_path / "u", height=2600)
         (ARTIFACTS / "dashboard-events-screenshot.png").write_bytes((tmp_path / "still.png").read_bytes())
+        # and so does Chromium's own headless screenshot of the plain URL: the page knows it for one
+        # (HeadlessChrome not driven by WebDriver) and keeps no stream open (it never finished before)
+        headless_screenshot(gateway.url + "/", tmp_path / "plain.png", tmp_path / "u2", height=1200, timeout=60)
         errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
     finally:
