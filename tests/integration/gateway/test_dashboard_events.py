@@ -21,6 +21,7 @@ from tests.integration.helpers import wait_until, wordcount_cluster
 pytestmark = pytest.mark.integration
 
 WAIT_S = 90
+LINES = 300
 
 
 def _events(url: str) -> list[dict[str, Any]]:
@@ -36,15 +37,25 @@ def test_a_crash_and_a_restart_are_listed_and_marked_on_the_charts(bootstrap: st
     from selenium.webdriver.support.ui import WebDriverWait
 
     unique = uuid.uuid4().hex[:10]
+    # exactly-once here (the shared cluster runs at-least-once): the input lag is read beside open
+    # transactions
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, "num.standby.replicas=1",
-                                       "commit.interval.ms=200")
+                                       "commit.interval.ms=200", "processing.guarantee=exactly_once_v2")
     gateway = GatewayProcess(bootstrap, cluster.application_id, tmp_path / "gateway.log")
     cluster.start()
     try:
         cluster.wait_running(120)
-        produce(bootstrap, topic, ((None, t.encode()) for t in sample_lines(300, seed=3)))
+        produce(bootstrap, topic, ((None, t.encode()) for t in sample_lines(LINES, seed=3)))
         gateway.start()
         gateway.wait_ready(60)
+
+        def input_committed() -> bool:
+            with urllib.request.urlopen(gateway.url + "/v1/topology", timeout=30) as r:
+                t = json.loads(r.read())
+            assert not t["input_lag_error"], t
+            mine = [x for x in t["input_lag"] if x["topic"] == topic]
+            return len(mine) == 6 and sum(x["committed"] for x in mine) == LINES
+        wait_until(input_committed, WAIT_S, "every input line committed as processed", gateway.logs)
         wait = WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
 
         def rows() -> list[tuple[str, str]]:
