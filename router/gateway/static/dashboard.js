@@ -247,6 +247,7 @@ function renderTopology(snap) {
 
 // ---- instances and partitions -------------------------------------------------------------
 function renderInstances(snap) {
+  const plag = (snap.processing_lag && snap.processing_lag.by_instance) || {};
   const body = $("#instances tbody");
   body.textContent = "";
   for (const i of snap.instances) {
@@ -262,7 +263,8 @@ function renderInstances(snap) {
       el("td", {class: "num"}, fmt(i.records_per_s)),
       el("td", {class: "num"}, fmt(i.store_updates_per_s)),
       el("td", {class: "num"}, fmt(i.queries_per_s)),
-      el("td", {class: "num"}, fmt(i.lag, 0))));
+      el("td", {class: "num"}, fmt(i.lag, 0)),
+      el("td", {class: "num plag"}, fmt(plag[i.instance_id], 0))));
   }
 }
 

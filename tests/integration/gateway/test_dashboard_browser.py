@@ -1,6 +1,9 @@
 """The dashboard in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven
 by selenium): it loads, lists the three instances, and a key lookup shows the right value and the
-instance that served it. A screenshot is kept in ``build/artifacts/dashboard.png``.
+instance that served it. After known traffic (lookups, requests for a store that does not exist,
+the input processed) every chart has data: rates, changelog lag, processing lag per instance and
+per input topic, query latency p50/p99, errors/s; the topology is drawn as /v1/topology describes
+it. Screenshots are kept in ``build/artifacts/`` (the live page, and Chromium's own ``--screenshot``).
 
 CI installs the browser (``.ci/run``); elsewhere the test is skipped when it is missing, and fails
 under CI=true rather than pass without a browser."""
@@ -126,6 +129,7 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
     assert "Sub-topology: 0" in topo["description"] and "Sub-topology: 1" in topo["description"]
     wait.until(lambda _: set(points("plag")) == set(ids) and all(points("plag")[i] for i in ids))
     wait.until(lambda _: {input_topic, repartition} <= set(points("ptopic")))
+    wait.until(lambda _: texts("#instances td.plag") == ["0"] * 3)  # nothing behind: a column of its own
     assert all(v >= 0 for vs in points("ptopic").values() for v in vs)
     # the topology drawn: each sub-topology's topics by kind, the lag beside each input
     def chips(sub: int, kind: str) -> list[str]:
@@ -138,6 +142,7 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
     assert "M" not in texts("#top-status")[0].split(" at ")[-1]  # no AM/PM
 
     shot = tmp_path / "dashboard.png"
+    browser.execute_script("window.scrollTo(0, 0)")
     assert browser.save_screenshot(str(shot))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, ARTIFACTS / "dashboard.png")
