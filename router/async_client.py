@@ -82,15 +82,15 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
             task = table.task_of(store, key) if table is not None and options is not None else None
             try:
                 if table is not None and table.is_global(store):
-                    reply = await self._ask_global(store, request, table, deadline)
+                    reply, asked = await self._ask_global(store, request, table, deadline)
                 elif table is None or task is None or options is None:
-                    reply, _ = await self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
+                    reply, asked = await self._on_entry(lambda stub, t: stub.Get(request, timeout=t), deadline)
                 else:
                     router = QueryRouter(table.view, None)
                     candidates, skipped = router.plan(store, task, options)
-                    reply = await self._ask_candidates(store, task, request, candidates, skipped, deadline,
-                                                       allow_stale)
-                return result_of(reply, table, store)
+                    reply, asked = await self._ask_candidates(store, task, request, candidates, skipped, deadline,
+                                                              allow_stale)
+                return result_of(reply, table, store, asked)
             except UnavailableError as e:
                 self._stale = True
                 pause = backoff.pause(deadline) if e.reason in RETRY_REASONS else None
@@ -105,8 +105,8 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
 
     async def _ask_candidates(self, store: str, task: TaskId, request: pb.GetRequest, candidates: list[Candidate],
                               skipped: list[UnavailableReason], deadline: Deadline,
-                              allow_stale: bool) -> pb.GetReply:
-        """QueryRouter.route's loop, awaited: the first candidate that answers."""
+                              allow_stale: bool) -> tuple[pb.GetReply, str]:
+        """QueryRouter.route's loop, awaited: the first candidate that answers, and its endpoint."""
         direct = pb.GetRequest()
         direct.CopyFrom(request)
         direct.forwarded = True  # answer or refuse; never passed on
@@ -117,7 +117,7 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
             try:
                 reply: pb.GetReply = await self._pool.stub(c.endpoint).Get(
                     direct, timeout=deadline.attempt_timeout(allow_stale))
-                return reply
+                return reply, c.endpoint
             except grpc.RpcError as e:
                 r = refusal(c.endpoint, e)
                 if r is None:
@@ -126,8 +126,8 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
         raise QueryRouter.exhausted(store, task, refused + skipped, tried)
 
     async def _ask_global(self, store: str, request: pb.GetRequest, table: RoutingTable,
-                          deadline: Deadline) -> pb.GetReply:
-        """As QueryClient._ask_global: the first instance that answers from its own copy."""
+                          deadline: Deadline) -> tuple[pb.GetReply, str]:
+        """As QueryClient._ask_global: the first instance that answers from its own copy, and its endpoint."""
         direct = pb.GetRequest()
         direct.CopyFrom(request)
         direct.forwarded = True  # answer or refuse; never passed on
@@ -143,7 +143,7 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
                 refused.append(r)
                 continue
             self._entries.answered(endpoint)
-            return reply
+            return reply, endpoint
         raise global_exhausted(store, refused, endpoints)
 
     # -- window and session stores: asked of an entry instance, which routes the key ------------
@@ -167,9 +167,14 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
         async def read(stub: pb_grpc.InteractiveQueryStub, t: float, r: ScanRequest) -> list[pb.ScanReply]:
             return [m async for m in getattr(stub, name)(r, timeout=t)]
 
+        scans: list[AsyncScan] = []
+
         async def page(r: ScanRequest) -> list[pb.ScanReply]:
-            return (await self._on_entry(lambda stub, t: read(stub, t, r), Deadline.within(self.timeout)))[0]
-        return AsyncScan(page, request, page_size, limit, page_token)
+            replies, scans[0].asked = await self._on_entry(lambda stub, t: read(stub, t, r),
+                                                           Deadline.within(self.timeout))
+            return replies
+        scans.append(AsyncScan(page, request, page_size, limit, page_token))
+        return scans[0]
 
     def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
               resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
@@ -183,6 +188,12 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
 
     async def metadata(self) -> pb.MetadataReply:
         reply, _ = await self._on_entry(lambda stub, t: stub.Metadata(pb.MetadataRequest(), timeout=t),
+                                        Deadline.within(self.timeout))
+        return reply
+
+    async def describe(self) -> pb.DescribeReply:
+        """As :meth:`router.client.QueryClient.describe`."""
+        reply, _ = await self._on_entry(lambda stub, t: stub.Describe(pb.DescribeRequest(), timeout=t),
                                         Deadline.within(self.timeout))
         return reply
 

@@ -159,6 +159,13 @@ class QueryClient(ScanMethods[Scan]):
                                   Deadline.within(self.timeout))
         return reply
 
+    def describe(self) -> pb.DescribeReply:
+        """The topology as the entry instance runs it, and the processing lag of every input
+        partition (the group's committed offset against the end offset)."""
+        reply, _ = self._on_entry(lambda stub, t: stub.Describe(pb.DescribeRequest(), timeout=t),
+                                  Deadline.within(self.timeout))
+        return reply
+
     def refresh(self) -> RoutingTable:
         """Fetch the routing table now."""
         self.metadata()

@@ -17,6 +17,7 @@ from instance.config import LISTEN_HOST
 from instance.errors import InvalidStateStoreException
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.query_counters import QuerySlot
+from instance.server.describe import InputLagReader, topology_reply
 from instance.server.replies import read_metadata, value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
@@ -71,6 +72,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.scans = ScanService(streams, self.pool, self.executor)
         self.watches = WatchService(streams)
         self.counters = streams.query_counters
+        self.input_lag = InputLagReader(streams)
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
         slot = self.counters.slot()
@@ -299,6 +301,11 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                                                       value_serde=g.spec.value_serde.name))
         return out
 
+    def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeReply:
+        reply = topology_reply(self.streams)
+        self.input_lag.read(reply)
+        return reply
+
 
 def _counters_pb(c: InstanceCounters) -> pb.InstanceCounters:
     return pb.InstanceCounters(
@@ -396,3 +403,4 @@ class QueryServer:
         self.server.stop(grace).wait()
         self.servicer.executor.shutdown(wait=False, cancel_futures=True)
         self.servicer.pool.close()
+        self.servicer.input_lag.close()

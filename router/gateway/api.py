@@ -32,6 +32,7 @@ from router.gateway.params import (
     text,
 )
 from router.gateway.snapshot import metadata_to_json, store_replicas
+from router.gateway.topology import input_lag_to_json, processing_lag, topology_to_json
 from router.gateway.watch import watch
 from router.scan_pages import Scan, ScanItem
 
@@ -176,6 +177,17 @@ async def list_instances(request: web.Request) -> web.Response:
     return web.json_response({k: doc[k] for k in ("instances", "asked", "via", "at_ms", "age_ms", "error")})
 
 
+async def get_topology(request: web.Request) -> web.Response:
+    """The topology as the asked instance runs it, the processing lag of every input partition,
+    and those lags summed per owner (the latest routing table) and per topic."""
+    gw = gateway_of(request)
+    reply, via = await gw.backend.call(lambda c: c.describe())
+    snap = gw.poller.latest
+    lags = input_lag_to_json(reply)
+    return web.json_response({**topology_to_json(reply), "input_lag": lags, "input_lag_error": reply.input_lag_error,
+                              "processing_lag": processing_lag(lags, snap.metadata if snap else {}), "via": via})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/stores", list_stores)
     app.router.add_get("/v1/stores/{store}/keys/{key:.+}", get_key)
@@ -185,3 +197,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/stores/{store}/watch", watch)
     app.router.add_get("/v1/metadata", get_metadata)
     app.router.add_get("/v1/instances", list_instances)
+    app.router.add_get("/v1/topology", get_topology)

@@ -47,11 +47,13 @@ def create_app(config: GatewayConfig) -> web.Application:
 async def _background(app: web.Application) -> AsyncIterator[None]:
     gw = app[GATEWAY]
     gw.discovery.start()
-    poller = asyncio.create_task(gw.poller.run(), name="gateway-snapshots")
+    tasks = [asyncio.create_task(gw.poller.run(), name="gateway-snapshots"),
+             asyncio.create_task(gw.topology.run(), name="gateway-topology")]
     yield
-    poller.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await poller
+    for task in tasks:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     await asyncio.get_running_loop().run_in_executor(None, gw.discovery.stop)
     gw.backend.close()
 

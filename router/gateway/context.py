@@ -11,6 +11,7 @@ from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery, TopicDiscovery
 from router.gateway.metrics import GatewayMetrics
 from router.gateway.snapshot import SnapshotPoller
+from router.gateway.topology import TopologyPoller
 from router.security import NO_SECURITY, Security
 
 
@@ -45,6 +46,7 @@ class Gateway:
     backend: Backend
     metrics: GatewayMetrics
     poller: SnapshotPoller
+    topology: TopologyPoller
     #: set when the application shuts down: long-lived streams (SSE) end
     closing: bool = field(default=False)
 
@@ -53,8 +55,9 @@ class Gateway:
         discovery = config.discovery()
         backend = Backend(discovery, config.timeout, security=config.security)
         metrics = GatewayMetrics()
-        poller = SnapshotPoller(backend, metrics, config.poll_interval, on_alive=discovery.learn)
-        return Gateway(config, discovery, backend, metrics, poller)
+        topology = TopologyPoller(backend, max(2.0, 2 * config.poll_interval))
+        poller = SnapshotPoller(backend, metrics, config.poll_interval, on_alive=discovery.learn, topology=topology)
+        return Gateway(config, discovery, backend, metrics, poller, topology)
 
 
 GATEWAY = web.AppKey("gateway", Gateway)

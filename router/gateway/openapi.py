@@ -148,6 +148,27 @@ SCHEMAS: dict[str, Any] = {
     "Instances": _obj(["instances", "asked", "via", "at_ms", "age_ms"],
                       instances={"type": "array", "items": _ref("Instance")}, asked={"type": "string"},
                       via={"type": "string"}, at_ms=_INT64, age_ms=_INT64, error={"type": "string"}),
+    "Topology": _obj(
+        ["application_id", "description", "subtopologies", "global_stores", "input_lag", "processing_lag", "via"],
+        asked={"type": "string"}, application_id={"type": "string"},
+        description={"type": "string", "description": "Kafka Streams' TopologyDescription text"},
+        subtopologies={"type": "array", "items": _obj(
+            ["id", "tasks", "source_topics", "sink_topics", "repartition_topics", "stores", "changelog_topics"],
+            id={"type": "integer"}, tasks={"type": "integer"},
+            **{k: {"type": "array", "items": {"type": "string"}}
+               for k in ("source_topics", "sink_topics", "repartition_topics", "stores", "changelog_topics")})},
+        global_stores={"type": "array", "items": _obj(["store", "topic"], store={"type": "string"},
+                                                      topic={"type": "string"})},
+        input_lag={"type": "array", "description": "per input partition: the group's committed offset (-1: none "
+                   "yet) against the end offset", "items": _obj(
+                       ["task", "topic", "partition", "committed", "end_offset", "lag"], task={"type": "string"},
+                       topic={"type": "string"}, partition={"type": "integer"}, committed=_INT64,
+                       end_offset=_INT64, lag=_INT64)},
+        input_lag_error={"type": "string"},
+        processing_lag=_obj(["by_instance", "by_topic"],
+                            by_instance={"type": "object", "additionalProperties": _INT64},
+                            by_topic={"type": "object", "additionalProperties": _INT64}),
+        via={"type": "string"}),
     "Ready": _obj(["status"], status={"type": "string"}, running={"type": "array", "items": {"type": "string"}},
                   unowned_partitions={"type": "array", "items": _obj(["store", "partition"],
                                                                       store={"type": "string"},
@@ -211,6 +232,9 @@ def document(token_required: bool = False) -> dict[str, Any]:
             op_id="getMetadata"),
         "/v1/instances": _get("Every instance with its tasks, lags and rates (latest snapshot)", {
             "200": _json(_ref("Instances"), "instances"), **_errors(503)}, op_id="listInstances"),
+        "/v1/topology": _get("The topology the instances run, and how far processing is behind the input", {
+            "200": _json(_ref("Topology"), "sub-topologies with their topics and stores; processing lag"),
+            **_errors(503, 504)}, op_id="getTopology"),
         "/v1/events": _get("Server-Sent Events: a snapshot of the cluster about every second", {
             "200": _text("text/event-stream", "event: snapshot, data: the /v1/instances document plus stores"),
             **_errors(400)},

@@ -24,6 +24,9 @@ from router.client import routing_table_to_dict
 from router.gateway.backend import Backend
 from router.gateway.errors import ApiError
 from router.gateway.metrics import GatewayMetrics
+from router.gateway.series import GatewayReading, gateway_rates
+from router.gateway.timeline import ClusterEvent, changes
+from router.gateway.topology import TopologyPoller, processing_lag
 from router.rpc import iqmesh_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -86,9 +89,18 @@ class Snapshot:
     at: float  # wall clock, seconds
     via: str   # endpoint asked
     metadata: dict[str, Any]
-    #: instance id -> {"store_updates_per_s", "records_per_s", "queries_per_s", "lag"}
+    #: instance id -> {"store_updates_per_s", "records_per_s", "queries_per_s", "query_errors_per_s", "lag"}
     rates: dict[str, dict[str, float]] = field(default_factory=dict)
     error: str = ""
+    #: the gateway's query latency (p50_ms, p99_ms) and requests and errors per second
+    gateway_rates: dict[str, float | None] = field(default_factory=dict)
+    #: the latest cluster events (timeline.py), oldest first
+    events: list[dict[str, Any]] = field(default_factory=list)
+    #: records behind the input per instance and per topic (topology.py; empty before the first Describe)
+    processing_lag: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the topology (topology.topology_to_json) and why it or the lag could not be read
+    topology: dict[str, Any] = field(default_factory=dict)
+    topology_error: str = ""
 
     def to_json(self, metrics: GatewayMetrics) -> dict[str, Any]:
         md = self.metadata
@@ -99,6 +111,8 @@ class Snapshot:
             "stores": store_replicas(md) if md else [],
             "gateway": {"requests_total": metrics.requests_total, "errors_total": metrics.errors_total,
                         "uptime_s": round(time.time() - metrics.started, 1)},
+            "gateway_rates": self.gateway_rates, "events": self.events, "processing_lag": self.processing_lag,
+            "topology": self.topology, "topology_error": self.topology_error,
         }
 
 
@@ -116,13 +130,17 @@ class Sample:
     positions: dict[tuple[str, str, int], int]  # (instance, store, partition) -> position, ACTIVE only
     answers: dict[str, int]    # instance -> queries it answered (counter)
     processed: dict[str, int]  # instance -> records it processed (counter)
+    errors: dict[str, int] = field(default_factory=dict)  # instance -> failed query calls (counter)
+    gateway: GatewayReading | None = None
 
     @staticmethod
-    def of(md: dict[str, Any], at: float) -> Sample:
+    def of(md: dict[str, Any], at: float, gateway: GatewayReading | None = None) -> Sample:
         return Sample(at, {(i["instance_id"], s["store"], s["partition"]): s["position"] for i in md["instances"]
                            for s in i["stores"] if s["role"] == "ACTIVE" and s["position"] >= 0},
                       {i["instance_id"]: answered(i["counters"]) for i in md["instances"]},
-                      {i["instance_id"]: i["counters"]["records_processed"] for i in md["instances"]})
+                      {i["instance_id"]: i["counters"]["records_processed"] for i in md["instances"]},
+                      {i["instance_id"]: sum(i["counters"]["query_errors"].values()) for i in md["instances"]},
+                      gateway)
 
 
 def _growth_per_s(now: dict[str, int], base: dict[str, int], iid: str, seconds: float) -> float:
@@ -144,7 +162,7 @@ def rates(md: dict[str, Any], now: Sample, updates_base: Sample | None,
     out = {}
     for inst in md["instances"]:
         iid = inst["instance_id"]
-        r = {"store_updates_per_s": 0.0, "records_per_s": 0.0, "queries_per_s": 0.0,
+        r = {"store_updates_per_s": 0.0, "records_per_s": 0.0, "queries_per_s": 0.0, "query_errors_per_s": 0.0,
              "lag": float(sum(max(0, s["lag"]) for s in inst["stores"]))}
         if updates_base is not None and now.at > updates_base.at:
             r["store_updates_per_s"] = round(updates.get(iid, 0.0) / (now.at - updates_base.at), 2)
@@ -152,6 +170,7 @@ def rates(md: dict[str, Any], now: Sample, updates_base: Sample | None,
             seconds = now.at - queries_base.at
             r["records_per_s"] = _growth_per_s(now.processed, queries_base.processed, iid, seconds)
             r["queries_per_s"] = _growth_per_s(now.answers, queries_base.answers, iid, seconds)
+            r["query_errors_per_s"] = _growth_per_s(now.errors, queries_base.errors, iid, seconds)
         out[iid] = r
     return out
 
@@ -162,14 +181,18 @@ class SnapshotPoller:
     streams. ``on_alive`` receives the live endpoints (discovery learns them)."""
 
     def __init__(self, backend: Backend, metrics: GatewayMetrics, interval: float = 1.0,
-                 on_alive: Callable[[list[str]], None] | None = None, keep: int = 300) -> None:
+                 on_alive: Callable[[list[str]], None] | None = None, keep: int = 300,
+                 keep_events: int = 100, topology: TopologyPoller | None = None) -> None:
         self.backend = backend
         self.metrics = metrics
         self.interval = interval
         self.on_alive = on_alive
         self.latest: Snapshot | None = None
         self.history: deque[dict[str, Any]] = deque(maxlen=keep)
+        #: cluster events seen (timeline.py), oldest first
+        self.events: deque[ClusterEvent] = deque(maxlen=keep_events)
         self.changed = asyncio.Condition()
+        self.topology = topology
         self._samples: deque[Sample] = deque()
 
     async def poll_once(self) -> Snapshot:
@@ -180,22 +203,37 @@ class SnapshotPoller:
             msg = e.message if isinstance(e, ApiError) else f"{e.code().name}: {e.details()}"
             prev = self.latest
             snap = Snapshot(prev.at if prev else 0.0, prev.via if prev else "", prev.metadata if prev else {},
-                            prev.rates if prev else {}, error=msg)
+                            prev.rates if prev else {}, error=msg, gateway_rates=prev.gateway_rates if prev else {},
+                            events=self._events_json())
         else:
             md = metadata_to_json(reply)
-            now = Sample.of(md, at)
-            snap = Snapshot(at, via, md, rates(md, now, self._base(at - UPDATES_WINDOW_S),
-                                                self._base(at - QUERIES_WINDOW_S)))
+            reading = GatewayReading.of(self.metrics)
+            now = Sample.of(md, at, reading)
+            if self.latest is not None and self.latest.metadata:
+                self.events.extend(changes(self.latest.metadata, md, at))
+            queries_base = self._base(at - QUERIES_WINDOW_S)
+            gw = gateway_rates(reading, queries_base.gateway if queries_base else None,
+                               at - queries_base.at if queries_base else 0.0)
+            view = self.topology.latest if self.topology is not None else None
+            plag = processing_lag(view.input_lag, md) if view is not None and view.at else {}
+            snap = Snapshot(at, via, md, rates(md, now, self._base(at - UPDATES_WINDOW_S), queries_base),
+                            gateway_rates=gw, events=self._events_json(), processing_lag=plag,
+                            topology=view.topology if view is not None else {},
+                            topology_error=view.error if view is not None else "")
             self._samples.append(now)
             while self._samples and self._samples[0].at < at - UPDATES_WINDOW_S:
                 self._samples.popleft()
-            self.history.append({"t": at, "rates": snap.rates})
+            self.history.append({"t": int(at * 1000) / 1000, "rates": snap.rates, "gateway": gw,
+                                 "processing_lag": plag})
             if self.on_alive is not None:
                 self.on_alive([i["endpoint"] for i in md["instances"] if i["alive"] and i["endpoint"]])
         self.latest = snap
         async with self.changed:
             self.changed.notify_all()
         return snap
+
+    def _events_json(self) -> list[dict[str, Any]]:
+        return [e.to_json() for e in self.events]
 
     def _base(self, since: float) -> Sample | None:
         """The oldest sample taken at or after ``since`` (the start of a rate's window)."""

@@ -490,3 +490,67 @@ class WatchReply(_message.Message):
     routing: RoutingEvent
     progress: WatchProgress
     def __init__(self, header: _Optional[_Union[WatchHeader, _Mapping]] = ..., changes: _Optional[_Union[WatchChanges, _Mapping]] = ..., routing: _Optional[_Union[RoutingEvent, _Mapping]] = ..., progress: _Optional[_Union[WatchProgress, _Mapping]] = ...) -> None: ...
+
+class DescribeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SubtopologyInfo(_message.Message):
+    __slots__ = ("id", "tasks", "source_topics", "sink_topics", "repartition_topics", "stores", "changelog_topics")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    SINK_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    REPARTITION_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    CHANGELOG_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    tasks: int
+    source_topics: _containers.RepeatedScalarFieldContainer[str]
+    sink_topics: _containers.RepeatedScalarFieldContainer[str]
+    repartition_topics: _containers.RepeatedScalarFieldContainer[str]
+    stores: _containers.RepeatedScalarFieldContainer[str]
+    changelog_topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[int] = ..., tasks: _Optional[int] = ..., source_topics: _Optional[_Iterable[str]] = ..., sink_topics: _Optional[_Iterable[str]] = ..., repartition_topics: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[str]] = ..., changelog_topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GlobalStoreInfo(_message.Message):
+    __slots__ = ("store", "topic")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    topic: str
+    def __init__(self, store: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class InputLag(_message.Message):
+    __slots__ = ("task", "topic", "partition", "committed", "end_offset", "lag")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    topic: str
+    partition: int
+    committed: int
+    end_offset: int
+    lag: int
+    def __init__(self, task: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., committed: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
+
+class DescribeReply(_message.Message):
+    __slots__ = ("asked", "application_id", "description", "subtopologies", "global_stores", "input_lag", "input_lag_error")
+    ASKED_FIELD_NUMBER: _ClassVar[int]
+    APPLICATION_ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SUBTOPOLOGIES_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_STORES_FIELD_NUMBER: _ClassVar[int]
+    INPUT_LAG_FIELD_NUMBER: _ClassVar[int]
+    INPUT_LAG_ERROR_FIELD_NUMBER: _ClassVar[int]
+    asked: str
+    application_id: str
+    description: str
+    subtopologies: _containers.RepeatedCompositeFieldContainer[SubtopologyInfo]
+    global_stores: _containers.RepeatedCompositeFieldContainer[GlobalStoreInfo]
+    input_lag: _containers.RepeatedCompositeFieldContainer[InputLag]
+    input_lag_error: str
+    def __init__(self, asked: _Optional[str] = ..., application_id: _Optional[str] = ..., description: _Optional[str] = ..., subtopologies: _Optional[_Iterable[_Union[SubtopologyInfo, _Mapping]]] = ..., global_stores: _Optional[_Iterable[_Union[GlobalStoreInfo, _Mapping]]] = ..., input_lag: _Optional[_Iterable[_Union[InputLag, _Mapping]]] = ..., input_lag_error: _Optional[str] = ...) -> None: ...

@@ -79,6 +79,11 @@ class InteractiveQueryStub:
                 request_serializer=iqmesh__pb2.WatchRequest.SerializeToString,
                 response_deserializer=iqmesh__pb2.WatchReply.FromString,
                 _registered_method=True)
+        self.Describe = channel.unary_unary(
+                '/iqmesh.v1.InteractiveQuery/Describe',
+                request_serializer=iqmesh__pb2.DescribeRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.DescribeReply.FromString,
+                _registered_method=True)
 
 
 class InteractiveQueryServicer:
@@ -158,6 +163,15 @@ class InteractiveQueryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Describe(self, request, context):
+        """The application's topology as this instance runs it (sub-topologies with their resolved
+        topics and stores), and how far processing is behind every input partition: the group's
+        committed offset against the partition's end offset (Kafka's consumer-group lag).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InteractiveQueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -205,6 +219,11 @@ def add_InteractiveQueryServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=iqmesh__pb2.WatchRequest.FromString,
                     response_serializer=iqmesh__pb2.WatchReply.SerializeToString,
+            ),
+            'Describe': grpc.unary_unary_rpc_method_handler(
+                    servicer.Describe,
+                    request_deserializer=iqmesh__pb2.DescribeRequest.FromString,
+                    response_serializer=iqmesh__pb2.DescribeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -450,6 +469,33 @@ class InteractiveQuery:
             '/iqmesh.v1.InteractiveQuery/Watch',
             iqmesh__pb2.WatchRequest.SerializeToString,
             iqmesh__pb2.WatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Describe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/Describe',
+            iqmesh__pb2.DescribeRequest.SerializeToString,
+            iqmesh__pb2.DescribeReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -46,10 +46,13 @@ async def _aanswers(q: AsyncQueryClient, words: list[str], timeout: float = 10) 
 
 
 def _check_direct(answers: dict[str, Any], truth: dict[str, int], partitions: int, owners: int) -> None:
-    """Every value right, none forwarded, every partition and owner seen."""
+    """Every value right, none forwarded, every partition and owner seen; each result names the
+    endpoint the client asked, which is the one that answered (``asked``: the gateway's ``via``)."""
     assert {w: r.value for w, r in answers.items()} == truth
     hopped = [w for w, r in answers.items() if r.metadata["forwarded"]]
     assert not hopped, f"paid a hop with a fresh table: {hopped}"
+    wrong = {w: (r.asked, r.metadata["endpoint"]) for w, r in answers.items() if r.asked != r.metadata["endpoint"]}
+    assert not wrong, f"asked is not the endpoint that answered: {wrong}"
     assert {r.metadata["partition"] for r in answers.values()} == set(range(partitions))
     assert len({r.metadata["served_by"] for r in answers.values()}) == owners
 
@@ -81,9 +84,12 @@ def test_routing_clients_health_reflection_and_recovery(bootstrap: str, tmp_path
         _check_direct(loop.run_until_complete(_aanswers(aq, words)), truth, 6, 3)
         assert [i.key for i in q.prefix_scan(STORE, "st")] == [w for w in words if w.startswith("st")]
 
-        async def ascan() -> list[tuple[str, int]]:
-            return [(i.key, i.value) async for i in aq.all(STORE, page_size=7)]
-        assert loop.run_until_complete(ascan()) == sorted(truth.items(), key=lambda kv: kv[0].encode())
+        async def ascan() -> tuple[list[tuple[str, int]], str]:
+            scan = aq.all(STORE, page_size=7)
+            return [(i.key, i.value) async for i in scan], scan.asked
+        entries, scanned_via = loop.run_until_complete(ascan())
+        assert entries == sorted(truth.items(), key=lambda kv: kv[0].encode())
+        assert scanned_via == seed  # the entry instance that scattered the scan
 
         dead = cluster.instances[2]
         owned = [w for w in words if q.get(STORE, w).metadata["served_by"] == dead.instance_id]

@@ -179,8 +179,10 @@ def test_rates_from_one_snapshot_to_the_next() -> None:
     md = _md(30, 20, lag=4, answered=6, processed=250)
     now = Sample.of(md, 102.0)
     got = rates(md, now, first, later)
-    assert got["i0"] == {"store_updates_per_s": 10.0, "records_per_s": 100.0, "queries_per_s": 2.0, "lag": 0.0}
-    assert got["i1"] == {"store_updates_per_s": 0.0, "records_per_s": 0.0, "queries_per_s": 0.0, "lag": 4.0}
+    assert got["i0"] == {"store_updates_per_s": 10.0, "records_per_s": 100.0, "queries_per_s": 2.0,
+                         "query_errors_per_s": 0.0, "lag": 0.0}
+    assert got["i1"] == {"store_updates_per_s": 0.0, "records_per_s": 0.0, "queries_per_s": 0.0,
+                         "query_errors_per_s": 0.0, "lag": 4.0}
     assert rates(md, now, None, None)["i0"]["store_updates_per_s"] == 0.0
     # an instance that restarted (its counters went down) counts from zero
     restarted = _md(30, 20, answered=3, processed=40)

@@ -34,11 +34,35 @@ function colour(id) {
 }
 
 // ---- time series and charts -------------------------------------------------------------------
-const METRICS = ["updates", "records", "queries", "lag"];
-const series = {t: [], ids: [], updates: {}, records: {}, queries: {}, lag: {}};
+const METRICS = ["updates", "records", "queries", "lag", "plag"];
+// charts of the gateway's own figures and the cluster's totals: fixed series, not one per instance
+const FIXED = {
+  latency: [{key: "p50_ms", label: "p50", stroke: "#2b6cb0"}, {key: "p99_ms", label: "p99", stroke: "#c05621"}],
+  errors: [{key: "client_errors_per_s", label: "gateway 4xx", stroke: "#b7791f"},
+           {key: "server_errors_per_s", label: "gateway 5xx", stroke: "#c0392b"},
+           {key: "instance_errors_per_s", label: "instance query errors", stroke: "#6b46c1"}],
+};
+const series = {t: [], ids: [], updates: {}, records: {}, queries: {}, lag: {}, plag: {}, latency: {}, errors: {},
+                topics: [], ptopic: {}};
+for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) series[name][f.key] = [];
 const charts = {};
+let clusterEvents = [];  // the latest snapshot's list (timeline.py), marked on every chart
 
-function addPoint(t, rates) {
+function addPoint(t, rates, gateway, plag) {
+  const byInstance = (plag && plag.by_instance) || {}, byTopic = (plag && plag.by_topic) || {};
+  for (const topic of Object.keys(byTopic)) {
+    if (!series.topics.includes(topic)) {
+      series.topics.push(topic);
+      series.ptopic[topic] = new Array(series.t.length).fill(null);
+    }
+  }
+  for (const topic of series.topics) series.ptopic[topic].push(byTopic[topic] === undefined ? null : byTopic[topic]);
+  const g = {...(gateway || {}),
+             instance_errors_per_s: Object.values(rates).reduce((a, r) => a + (r.query_errors_per_s || 0), 0)};
+  for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) {
+    const v = g[f.key];
+    series[name][f.key].push(v === undefined ? null : v);
+  }
   series.t.push(t);
   for (const id of Object.keys(rates)) {
     if (!series.ids.includes(id)) {
@@ -52,22 +76,45 @@ function addPoint(t, rates) {
     series.records[id].push(r ? r.records_per_s : null);
     series.queries[id].push(r ? r.queries_per_s : null);
     series.lag[id].push(r ? r.lag : null);
+    series.plag[id].push(byInstance[id] === undefined ? null : byInstance[id]);
   }
   if (series.t.length > KEEP_POINTS) {
     series.t.shift();
     for (const m of METRICS) for (const id of series.ids) series[m][id].shift();
+    for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) series[name][f.key].shift();
+    for (const topic of series.topics) series.ptopic[topic].shift();
   }
 }
 
 // units of each chart's values (the y axis says them; the legend is the instances table's colours)
-const UNITS = {updates: "updates/s", records: "records/s", queries: "queries/s", lag: "records"};
+const UNITS = {updates: "updates/s", records: "records/s", queries: "queries/s", lag: "records",
+               latency: "ms", errors: "errors/s", plag: "records", ptopic: "records"};
+// colours of the event markers (and of their badges in the timeline list)
+const EVENT_COLOURS = {joined: "#2f855a", gone: "#c0392b", rebalance: "#b7791f", restore: "#2c7a7b",
+                       restored: "#2c7a7b", error: "#c0392b"};
+
+// a uPlot plugin drawing each cluster event as a dashed vertical line over the plot
+const eventMarkers = {hooks: {draw: [(u) => {
+  const ctx = u.ctx, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height;
+  ctx.save();
+  ctx.setLineDash([5, 4]);
+  ctx.lineWidth = 1.5 * devicePixelRatio;
+  for (const e of clusterEvents) {
+    const x = Math.round(u.valToPos(e.at_ms / 1000, "x", true));
+    if (x < u.bbox.left - 1 || x > u.bbox.left + u.bbox.width + 1) continue;
+    ctx.strokeStyle = EVENT_COLOURS[e.kind] || "#4a5568";
+    ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
+  }
+  ctx.restore();
+}]}};
 const pad2 = (n) => String(n).padStart(2, "0");
 // 24-hour clock, day before month: the same whatever the browser's locale
 const clock = (d) => `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
 const day = (d) => `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())}`;
 
 function drawChart(name, target) {
-  const ids = series.ids.slice();
+  const fixed = FIXED[name];
+  const ids = fixed ? fixed.map((f) => f.key) : name === "ptopic" ? series.topics.slice() : series.ids.slice();
   const data = [series.t, ...ids.map((id) => series[name][id])];
   const box = $(target);
   const width = Math.max(300, box.clientWidth || 400);
@@ -82,9 +129,12 @@ function drawChart(name, target) {
   const opts = {
     width, height: 200,
     scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)]}},
-    series: [{}, ...ids.map((id) => ({label: id, stroke: colour(id), width: 2, spanGaps: true}))],
+    series: [{}, ...(fixed ? fixed.map((f) => ({label: f.label, stroke: f.stroke, width: 2, spanGaps: false}))
+                           : ids.map((id) => ({label: id, stroke: name === "ptopic" ? topicColour(id) : colour(id),
+                                              width: 2, spanGaps: true})))],
+    plugins: [eventMarkers],
     axes: [
-      {values: (u, splits) => splits.map((v) => clock(new Date(v * 1000)))},
+      {space: 90, values: (u, splits) => splits.map((v) => clock(new Date(v * 1000)))},
       {size: 70, label: UNITS[name], labelSize: 18,
        values: (u, splits) => splits.map((v) => String(+v.toFixed(2)))},
     ],
@@ -98,10 +148,106 @@ function drawCharts() {
   drawChart("records", "#chart-records");
   drawChart("queries", "#chart-queries");
   drawChart("lag", "#chart-lag");
+  drawChart("plag", "#chart-plag");
+  drawChart("ptopic", "#chart-ptopic");
+  drawChart("latency", "#chart-latency");
+  drawChart("errors", "#chart-errors");
+}
+
+// the series names of the fixed charts (their lines are not the instances' colours)
+const TOPIC_PALETTE = ["#2c7a7b", "#975a16", "#b83280", "#4a5568", "#2b6cb0", "#c05621"];
+const topicColours = new Map();
+function topicColour(topic) {
+  if (!topicColours.has(topic)) topicColours.set(topic, TOPIC_PALETTE[topicColours.size % TOPIC_PALETTE.length]);
+  return topicColours.get(topic);
+}
+
+function renderKeys() {
+  const box = $("#key-ptopic");
+  if (box.childElementCount !== series.topics.length) {
+    box.textContent = "";
+    for (const topic of series.topics) box.append(el("span", {class: "key"}, el("span", {class: "dot", style: `background:${topicColour(topic)}`}), topic));
+  }
+  for (const name of Object.keys(FIXED)) {
+    const box = $(`#key-${name}`);
+    if (box.childElementCount) continue;
+    for (const f of FIXED[name]) box.append(el("span", {class: "key"}, el("span", {class: "dot", style: `background:${f.stroke}`}), f.label));
+  }
+}
+
+function renderEvents(snap) {
+  clusterEvents = snap.events || [];
+  const body = $("#events tbody");
+  body.textContent = "";
+  const recent = clusterEvents.slice(-12).reverse();
+  if (!recent.length) {
+    body.append(el("tr", {}, el("td", {colspan: 3, class: "muted"},
+      "none since the gateway started (joins, disappearances, rebalances and restores show here and on the charts)")));
+    return;
+  }
+  for (const e of recent) {
+    const d = new Date(e.at_ms);
+    body.append(el("tr", {"data-event": e.kind},
+      el("td", {class: "num"}, `${day(d)} ${clock(d)}`),
+      el("td", {}, el("span", {class: "badge", style: `background:${EVENT_COLOURS[e.kind] || "#4a5568"};color:#fff`}, e.kind)),
+      el("td", {}, e.text)));
+  }
+}
+
+// ---- topology: sub-topologies with their topics and stores, and the input lag ----------------
+let drawnTopology = "";
+function renderTopology(snap) {
+  const topo = snap.topology || {};
+  const lagOf = (snap.processing_lag && snap.processing_lag.by_topic) || {};
+  const text = JSON.stringify([topo, lagOf, snap.topology_error || ""]);
+  if (text === drawnTopology) return;
+  drawnTopology = text;
+  const box = $("#topology");
+  box.textContent = "";
+  box.className = "topology";
+  if (!topo.subtopologies) {
+    box.append(el("div", {class: "muted"}, snap.topology_error || "not described yet…"));
+    return;
+  }
+  // which sub-topology writes and which reads each topic: repartition topics link them
+  const writers = {}, readers = {};
+  for (const st of topo.subtopologies) {
+    for (const t of st.sink_topics) (writers[t] = writers[t] || []).push(st.id);
+    for (const t of st.source_topics) (readers[t] = readers[t] || []).push(st.id);
+  }
+  const chip = (topic, kind, extra) => el("span", {class: `topic ${kind}`, "data-topic": topic, title: kind}, topic, extra || null);
+  for (const st of topo.subtopologies) {
+    const repart = new Set(st.repartition_topics);
+    const sources = st.source_topics.map((t) => el("div", {},
+      chip(t, repart.has(t) ? "repartition" : "input",
+           lagOf[t] !== undefined ? el("span", {class: "lag", "data-lag": lagOf[t]}, ` lag ${lagOf[t]}`) : null),
+      writers[t] ? el("span", {class: "muted"}, ` ← sub-topology ${writers[t].join(", ")}`) : null));
+    const stores = st.stores.map((s, i) => el("div", {},
+      el("span", {class: "store"}, s),
+      st.changelog_topics[i] ? el("div", {}, el("span", {class: "muted"}, "changelog "), chip(st.changelog_topics[i], "changelog")) : null));
+    const sinks = st.sink_topics.map((t) => el("div", {},
+      chip(t, repart.has(t) ? "repartition" : "output"),
+      readers[t] ? el("span", {class: "muted"}, ` → sub-topology ${readers[t].join(", ")}`) : null));
+    box.append(el("div", {class: "subtopology", "data-subtopology": st.id},
+      el("h3", {}, `Sub-topology ${st.id} `, el("span", {class: "muted"}, `(${st.tasks} tasks)`)),
+      el("div", {class: "flow"},
+        el("div", {class: "col"}, el("div", {class: "head"}, "sources"), sources.length ? sources : el("span", {class: "muted"}, "none")),
+        el("div", {class: "arrow"}, "→"),
+        el("div", {class: "col"}, el("div", {class: "head"}, "stores"), stores.length ? stores : el("span", {class: "muted"}, "none")),
+        el("div", {class: "arrow"}, "→"),
+        el("div", {class: "col"}, el("div", {class: "head"}, "sinks"), sinks.length ? sinks : el("span", {class: "muted"}, "none")))));
+  }
+  for (const g of topo.global_stores) {
+    box.append(el("div", {class: "subtopology", "data-global-store": g.store},
+      el("h3", {}, `Global store ${g.store}`), el("div", {}, chip(g.topic, "input"), " → every instance's copy")));
+  }
+  if (snap.topology_error) box.append(el("div", {class: "muted"}, snap.topology_error));
+  $("#topology-text").textContent = topo.description || "";
 }
 
 // ---- instances and partitions -------------------------------------------------------------
 function renderInstances(snap) {
+  const plag = (snap.processing_lag && snap.processing_lag.by_instance) || {};
   const body = $("#instances tbody");
   body.textContent = "";
   for (const i of snap.instances) {
@@ -117,7 +263,8 @@ function renderInstances(snap) {
       el("td", {class: "num"}, fmt(i.records_per_s)),
       el("td", {class: "num"}, fmt(i.store_updates_per_s)),
       el("td", {class: "num"}, fmt(i.queries_per_s)),
-      el("td", {class: "num"}, fmt(i.lag, 0))));
+      el("td", {class: "num"}, fmt(i.lag, 0)),
+      el("td", {class: "num plag"}, fmt(plag[i.instance_id], 0))));
   }
 }
 
@@ -165,10 +312,14 @@ function onSnapshot(snap) {
   $("#source").textContent = snap.error
     ? snap.error : `routing table of ${snap.asked} via ${snap.via}, ${fmt(snap.age_ms / 1000)} s old`;
   if (snap.history) {
-    for (const h of snap.history) addPoint(h.t, h.rates);
+    for (const h of snap.history) addPoint(h.t, h.rates, h.gateway, h.processing_lag);
   } else if (!snap.error) {
-    addPoint(snap.at_ms / 1000, Object.fromEntries(snap.instances.map((i) => [i.instance_id, i])));
+    addPoint(snap.at_ms / 1000, Object.fromEntries(snap.instances.map((i) => [i.instance_id, i])), snap.gateway_rates,
+             snap.processing_lag);
   }
+  renderEvents(snap);
+  renderTopology(snap);
+  renderKeys();
   renderInstances(snap);
   renderPartitions(snap);
   fillStoreSelect($("#lookup-store"), snap.stores);
@@ -177,8 +328,12 @@ function onSnapshot(snap) {
 }
 
 // ?screenshot: one snapshot, no open event stream and no timers, so a headless browser's
-// --virtual-time-budget screenshot can finish
-const SCREENSHOT = new URLSearchParams(location.search).has("screenshot");
+// --virtual-time-budget screenshot can finish (an open stream keeps its virtual time from running
+// out). Chromium's own `--headless --screenshot` (HeadlessChrome, not driven by WebDriver) gets the
+// same without the parameter; ?live keeps the stream in any browser.
+const PARAMS = new URLSearchParams(location.search);
+const SCREENSHOT = PARAMS.has("screenshot") ||
+  (!PARAMS.has("live") && /HeadlessChrome/.test(navigator.userAgent) && !navigator.webdriver);
 
 async function snapshotOnce() {
   const text = await (await fetch("/v1/events?max_events=1")).text();
@@ -194,6 +349,11 @@ function connect() {
 }
 
 // ---- key lookup -----------------------------------------------------------------------------
+// what the instance the gateway asked did with the lookup, from what the answer says (never assumed)
+function answeredHow(via, m) {
+  if (m.forwarded) return `(forwarded one hop to ${m.served_by} at ${m.endpoint})`;
+  return via === m.endpoint ? "(answered itself)" : `(answered by ${m.served_by} at ${m.endpoint})`;
+}
 function errorCard(box, body, status) {
   const e = (body && body.error) || {code: `HTTP ${status}`, message: ""};
   box.className = "card error";
@@ -230,7 +390,7 @@ async function lookup(ev) {
       el("dt", {}, "fresh"), el("dd", {"data-field": "stale"}, m.stale ? badge("stale", "stale") : badge("up to date", "fresh")),
       el("dt", {}, "partition"), el("dd", {"data-field": "partition"}, m.partition),
       el("dt", {}, "position / lag"), el("dd", {}, `${m.position} / ${m.lag}`),
-      el("dt", {}, "asked"), el("dd", {"data-field": "via"}, `${body.via}${m.forwarded ? " (forwarded one hop)" : " (answered itself)"}`),
+      el("dt", {}, "asked"), el("dd", {"data-field": "via"}, `${body.via} ${answeredHow(body.via, m)}`),
       el("dt", {}, "position token"), el("dd", {class: "muted"}, m.position_token)));
 }
 

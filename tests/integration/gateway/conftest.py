@@ -5,6 +5,8 @@ cluster starts once. The tests only read, so none of them changes what the other
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import urllib.error
 import urllib.request
 import uuid
@@ -88,3 +90,46 @@ def gateway_cluster(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) ->
     finally:
         gateway.stop()
         cluster.stop()
+
+
+# --- a real headless browser for the dashboard tests ------------------------------------------
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+ARTIFACTS = Path(__file__).resolve().parents[3] / "build" / "artifacts"
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless Chromium driven by selenium (the dashboard tests)."""
+    if CHROMIUM is None or DRIVER is None:
+        why = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1700"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def headless_screenshot(url: str, shot: Path, profile: Path, height: int = 1800, timeout: float = 90) -> None:
+    """Chromium's own ``--screenshot`` of ``url`` after 5 s of virtual time (it returns only once
+    the page is quiet: the dashboard's ``?screenshot`` keeps no stream open)."""
+    import subprocess
+
+    assert CHROMIUM is not None
+    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                        f"--window-size=1400,{height}", "--virtual-time-budget=5000", f"--screenshot={shot}", url],
+                       capture_output=True, text=True, timeout=timeout)
+    assert shot.exists() and shot.stat().st_size > 10_000, p.stderr[-2000:]

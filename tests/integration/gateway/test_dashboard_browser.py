@@ -1,52 +1,26 @@
 """The dashboard in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven
 by selenium): it loads, lists the three instances, and a key lookup shows the right value and the
-instance that served it. A screenshot is kept in ``build/artifacts/dashboard.png``.
+instance that served it. After known traffic (lookups, requests for a store that does not exist,
+the input processed) every chart has data: rates, changelog lag, processing lag per instance and
+per input topic, query latency p50/p99, errors/s; the topology is drawn as /v1/topology describes
+it. Screenshots are kept in ``build/artifacts/`` (the live page, and Chromium's own ``--screenshot``).
 
 CI installs the browser (``.ci/run``); elsewhere the test is skipped when it is missing, and fails
 under CI=true rather than pass without a browser."""
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.gateway.conftest import GatewayCluster
+from tests.integration.gateway.conftest import ARTIFACTS, GatewayCluster, headless_screenshot, lines
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
-ARTIFACTS = Path(__file__).resolve().parents[3] / "build" / "artifacts"
 WAIT_S = 30
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    if CHROMIUM is None or DRIVER is None:
-        why = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1700"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCluster, browser: Any,
@@ -83,6 +57,11 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
     assert field("value") == str(gc.truth["kafka"])
     assert field("served_by") == expected["metadata"]["served_by"] and field("served_by") in ids
     assert field("stale") == "up to date" and field("role") == "ACTIVE"
+    # "asked" names the endpoint the gateway's client went to, and what it did is read from the answer
+    via = field("via")
+    assert via.startswith(expected["via"]), (via, expected)
+    if "(answered itself)" in via:
+        assert via.split()[0] == expected["metadata"]["endpoint"], (via, expected)
 
     # live parts: the charts are drawn and the top-entries table is filled from a whole-store scan
     wait.until(lambda _: texts("#chart-updates canvas", "class"))
@@ -92,8 +71,14 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
 
     # every chart has data, says its unit on the y axis, has no per-chart legend, and times are
     # on a 24-hour clock whatever the locale
+    # known traffic for the latency and error charts: lookups, and requests for a store that does not exist
+    for word in list(gc.truth)[:20]:
+        assert gc.get(f"/v1/stores/counts/keys/{word}")[0] == 200
+    for _ in range(10):
+        assert gc.get("/v1/stores/no-such-store/keys/x")[0] == 404
     for name, unit in (("updates", "updates/s"), ("records", "records/s"), ("queries", "queries/s"),
-                       ("lag", "records")):
+                       ("lag", "records"), ("plag", "records"), ("ptopic", "records"), ("latency", "ms"),
+                       ("errors", "errors/s")):
         wait.until(lambda _, n=name: browser.execute_script(
             "const p = charts[arguments[0]].plot; return p.data.length > 1 && p.data[0].length > 1", n))
         label, ticks = browser.execute_script(
@@ -102,9 +87,62 @@ def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCl
         assert label == unit
         assert len(ticks) == 1 and ticks[0].count(":") == 2 and "M" not in ticks[0], ticks  # 24 h: no PM
     assert texts(".u-legend") == []
+    # the latency chart has p50 and p99 points, the errors chart the 404s (gateway 4xx and the
+    # instances' NOT_FOUND), each line named beside the title
+    def points(name: str) -> dict[str, list[float]]:
+        return dict(browser.execute_script(
+            "const p = charts[arguments[0]].plot; return Object.fromEntries(p.series.slice(1).map("
+            "(s, i) => [s.label, p.data[i + 1].filter(v => v !== null)]))", name))
+    wait.until(lambda _: all(points("latency")[s] for s in ("p50", "p99")))
+    latency = points("latency")
+    assert all(0 < v < 10_000 for v in latency["p50"] + latency["p99"]), latency
+    wait.until(lambda _: max(points("errors")["gateway 4xx"], default=0) > 0)
+    wait.until(lambda _: max(points("errors")["instance query errors"], default=0) > 0)
+    assert max(points("errors")["gateway 5xx"], default=0) == 0
+    assert texts("#key-latency .key") == ["p50", "p99"]
+    assert texts("#key-errors .key") == ["gateway 4xx", "gateway 5xx", "instance query errors"]
+    assert texts("#events tbody tr")  # the timeline is drawn (its events are unit-tested: test_dashboard_series)
+
+    # processing lag: every line of the input processed and committed, so the committed offsets
+    # of the input topic add up to the lines produced and nothing is behind; the charts show it
+    # per instance (each one that owns a task) and per topic (the input and the repartition topic)
+    input_topic = f"lines-{gc.cluster.application_id.removeprefix('wc-')}"
+
+    def topology() -> dict[str, Any]:
+        status, body = gc.get("/v1/topology")
+        assert status == 200, body
+        return dict(body)
+
+    def input_done() -> bool:
+        t = topology()
+        mine = [x for x in t["input_lag"] if x["topic"] == input_topic]
+        return (sum(x["committed"] for x in mine) == len(lines())
+                and t["processing_lag"]["by_topic"].get(input_topic) == 0)
+    wait.until(lambda _: input_done())
+    topo = topology()
+    assert [s["id"] for s in topo["subtopologies"]] == [0, 1]
+    first, second = topo["subtopologies"]
+    repartition = first["sink_topics"][0]
+    assert first["source_topics"] == [input_topic] and first["repartition_topics"] == [repartition]
+    assert second["source_topics"] == [repartition] and second["stores"] == ["counts"]
+    assert second["changelog_topics"] == [f"{gc.cluster.application_id}-counts-changelog"]
+    assert "Sub-topology: 0" in topo["description"] and "Sub-topology: 1" in topo["description"]
+    wait.until(lambda _: set(points("plag")) == set(ids) and all(points("plag")[i] for i in ids))
+    wait.until(lambda _: {input_topic, repartition} <= set(points("ptopic")))
+    wait.until(lambda _: texts("#instances td.plag") == ["0"] * 3)  # nothing behind: a column of its own
+    assert all(v >= 0 for vs in points("ptopic").values() for v in vs)
+    # the topology drawn: each sub-topology's topics by kind, the lag beside each input
+    def chips(sub: int, kind: str) -> list[str]:
+        return [t for t in texts(f'[data-subtopology="{sub}"] .topic.{kind}', "data-topic")]
+    wait.until(lambda _: chips(0, "input") == [input_topic])
+    assert chips(0, "repartition") == [repartition] and chips(1, "repartition") == [repartition]
+    assert chips(1, "changelog") == second["changelog_topics"]
+    assert chips(1, "output") == second["sink_topics"] and texts('[data-subtopology="1"] .store') == ["counts"]
+    assert texts('[data-subtopology="0"] .topic.input .lag', "data-lag")
     assert "M" not in texts("#top-status")[0].split(" at ")[-1]  # no AM/PM
 
     shot = tmp_path / "dashboard.png"
+    browser.execute_script("window.scrollTo(0, 0)")
     assert browser.save_screenshot(str(shot))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, ARTIFACTS / "dashboard.png")
@@ -116,13 +154,7 @@ def test_a_headless_screenshot_of_the_dashboard_finishes(gateway_cluster: Gatewa
                                                          tmp_path: Path) -> None:
     """``?screenshot`` takes one snapshot and keeps no stream open, so Chromium's
     --virtual-time-budget screenshot ends (it never did with the live event stream)."""
-    import subprocess
-
-    assert CHROMIUM is not None
     shot = tmp_path / "screenshot.png"
-    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'u'}",
-                        "--window-size=1400,1800", "--virtual-time-budget=5000", f"--screenshot={shot}",
-                        gateway_cluster.url + "/?screenshot"], capture_output=True, text=True, timeout=90)
-    assert shot.exists() and shot.stat().st_size > 10_000, p.stderr[-2000:]
+    headless_screenshot(gateway_cluster.url + "/?screenshot", shot, tmp_path / "u", height=2600)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, ARTIFACTS / "dashboard-screenshot.png")
