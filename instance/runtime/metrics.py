@@ -214,14 +214,14 @@ class TaskMetrics(_Group):
     def __init__(self, thread: ThreadMetrics | None, task_id: str, standby: bool = False,
                  clock: Clock | None = None, level: int | None = None) -> None:
         """``thread`` None: a task of its own (the TopologyTestDriver's), with ``clock`` and
-        ``level`` (default: everything recorded)."""
+        ``level`` (default INFO, as Kafka Streams' driver: no store timing)."""
         tags = (("thread-id", thread.thread_id if thread else "main"), ("task-id", task_id))
         super().__init__(TASK_GROUP, tags, thread.config if thread else SampleConfig(),
                          clock or (thread.clock if thread else monotonic_ms))
         self.thread = thread
         self.task_id = task_id
         self.standby = standby
-        self.level = level if level is not None else (thread.level if thread else TRACE)
+        self.level = level if level is not None else (thread.level if thread else INFO)
         self.process = self.sensor()   # count: records; value: ns
         self.lateness = self.sensor()  # count: records; value: ms behind stream time
         self.dropped = self.sensor()

@@ -69,7 +69,7 @@ class StreamTask:
         exception handlers; ``global_stores``: the instance's global stores (read-only here), by
         name; ``clock``: wall-clock time in ms (the driver's is mocked); ``extractor``:
         ``default.timestamp.extractor``; ``metrics``: the task's (runtime/metrics.py; default: one of
-        its own on ``clock``, recording everything, as the TopologyTestDriver wants)."""
+        its own on ``clock`` at INFO, the TopologyTestDriver's)."""
         self.id = task_id
         self.partition = task_id.partition
         self.subtopology = subtopology

@@ -239,8 +239,8 @@ class TopologyTestDriver:
         return sum(t.dropped_records for t in self.tasks)
 
     def metrics(self) -> dict[MetricName, float]:
-        """Kafka Streams' task and store metrics of the driver's tasks (``metrics()``: name, group,
-        tags -> value), every recording level on, windows on the mocked wall clock."""
+        """Kafka Streams' task metrics of the driver's tasks (``metrics()``: name, group, tags ->
+        value), windows on the mocked wall clock. Store latencies (DEBUG) are not recorded here."""
         out: dict[MetricName, float] = {}
         for t in self.tasks:
             out.update(t.metrics.metrics())

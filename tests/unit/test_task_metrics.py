@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
 
-from instance.runtime.metrics import STATE_GROUP, TASK_GROUP, MetricName, SampleConfig, Sensor
+from instance.runtime.handlers import ErrorHandling
+from instance.runtime.metrics import (
+    DEBUG,
+    INFO,
+    STATE_GROUP,
+    TASK_GROUP,
+    THREAD_GROUP,
+    MetricName,
+    SampleConfig,
+    Sensor,
+    ThreadMetrics,
+)
 from instance.runtime.punctuation import PunctuationType
+from instance.runtime.task import StreamTask
 from instance.serde import LongSerde, StringSerde
 from instance.testing import TopologyTestDriver
+from instance.testing.driver import _Msg
 from instance.topology import Materialized, StreamsBuilder
 from instance.topology.processor import ContextualProcessor, ProcessorContext, Record
 from instance.topology.windows import TimeWindows
+from router.task_id import TaskId
 
 S, L = StringSerde(), LongSerde()
 
@@ -66,22 +81,55 @@ def test_lateness_is_zero_for_records_in_order_and_nan_before_any() -> None:
         assert _value(m, "dropped-records-total", task_id="0_0") == 0
 
 
-def test_store_operations_are_counted_per_store() -> None:
-    """A plain count: one get and one put per record (caching on, the store's typed layer)."""
+def _debug_task(b: StreamsBuilder, thread: ThreadMetrics) -> StreamTask:
+    """One task of the topology's first sub-topology with in-memory stores, as a stream thread at
+    ``metrics.recording.level=DEBUG`` builds it (no broker: nothing is sent anywhere)."""
+    topology = b.build()
+    st = topology.subtopologies()[0]
+    errors = ErrorHandling({})
+    return StreamTask(TaskId(st.id, 0), topology, st, "app", lambda t: t, lambda *a: None,
+                      lambda topic, p, task: (lambda batch: None), None, 1000, True, errors,
+                      metrics=thread.task_metrics("0_0"))
+
+
+def test_store_operations_are_timed_per_store_at_debug() -> None:
+    """A plain count: one get and one put per record (the typed layer, caching on), and a flush
+    per commit, in ``stream-state-metrics`` with Kafka Streams' tags; the thread's figures too."""
     b = StreamsBuilder(S, S)
     b.stream("in").group_by_key().count(Materialized.as_("counts"))
-    with TopologyTestDriver(b.build()) as d:
-        t = d.create_input_topic("in", S, S)
-        for k in "abcab":
-            t.pipe_input(k, "x", 0)
-        m = d.metrics()
-        store = {"task_id": "0_0", "in_memory_state_id": "counts"}
-        window_s = 30.0
-        assert _value(m, "put-rate", STATE_GROUP, **store) == pytest.approx(5 / window_s)
-        assert _value(m, "get-rate", STATE_GROUP, **store) == pytest.approx(5 / window_s)
-        assert _value(m, "put-latency-max", STATE_GROUP, **store) > 0
-        assert _value(m, "put-latency-avg", STATE_GROUP, **store) <= _value(m, "put-latency-max", STATE_GROUP,
-                                                                           **store)
+    now = [0]
+    thread = ThreadMetrics("t-1", DEBUG, clock=lambda: now[0])
+    task = _debug_task(b, thread)
+    try:
+        task.add_records("in", [_Msg("in", 0, i, 1000, k.encode(), b"x") for i, k in enumerate("abcab")])
+        assert task.process() == 5
+        task.flush()
+        m = thread.metrics()
+        store = {"thread_id": "t-1", "task_id": "0_0", "store_type": "in-memory", "in_memory_state_id": "counts"}
+        assert _value(m, "put-rate", STATE_GROUP, **store) == pytest.approx(5 / 30.0)
+        assert _value(m, "get-rate", STATE_GROUP, **store) == pytest.approx(5 / 30.0)
+        assert _value(m, "flush-rate", STATE_GROUP, **store) == pytest.approx(1 / 30.0)
+        assert 0 < _value(m, "put-latency-avg", STATE_GROUP, **store) <= _value(m, "put-latency-max", STATE_GROUP,
+                                                                              **store)
+        assert _value(m, "process-total", THREAD_GROUP, thread_id="t-1") == 5
+        assert _value(m, "task-created-total", THREAD_GROUP, thread_id="t-1") == 1
+    finally:
+        task.close()
+    m = thread.metrics()
+    assert not [k for k in m if k.group in (TASK_GROUP, STATE_GROUP)]  # gone with the task, as in Kafka Streams
+    assert _value(m, "task-closed-total", THREAD_GROUP, thread_id="t-1") == 1
+
+
+def test_stores_are_not_timed_at_info() -> None:
+    b = StreamsBuilder(S, S)
+    b.stream("in").group_by_key().count(Materialized.as_("counts"))
+    thread = ThreadMetrics("t-1", INFO)
+    task = _debug_task(b, thread)
+    try:
+        assert not [k for k in thread.metrics() if k.group == STATE_GROUP]
+        assert inspect.ismethod(task.stores["counts"].put)  # the typed layer's own bound method: no wrapper
+    finally:
+        task.close()
 
 
 def test_punctuations_are_counted_and_timed() -> None:
