@@ -1,6 +1,6 @@
 """An instance's own Prometheus ``/metrics`` (``iqmesh.metrics.port``) after known input on the
 broker: one word-count instance, a few lines and two records whose value is null (the processing
-handler skips them: dropped records)."""
+handler skips them: dropped records); then, restarted with in-memory stores, what it restored."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from devtools.broker import free_port
 from devtools.cluster import produce
@@ -45,7 +46,8 @@ def test_metrics_endpoint_reports_known_input(bootstrap: str, tmp_path: Path, un
     port = free_port()
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 1, f"iqmesh.metrics.port={port}",
                                        "metrics.recording.level=DEBUG", "commit.interval.ms=200",
-                                       "processing.exception.handler=log-and-continue", partitions=2)
+                                       "processing.exception.handler=log-and-continue", "iqmesh.in.memory.stores=true",
+                                       partitions=2)
     words = sum(word_counts(LINES).values())
     records = len(LINES) + 2 + words  # lines and nulls by the first sub-topology, words by the second
     url = f"http://127.0.0.1:{port}/metrics"
@@ -72,7 +74,7 @@ def test_metrics_endpoint_reports_known_input(bootstrap: str, tmp_path: Path, un
         assert "# TYPE kafka_streams_stream_task_metrics_process_total counter" in body
         # stores (DEBUG): one put per word into the counts store, timed
         puts = _series(body, "kafka_streams_stream_state_metrics_put_rate")
-        assert {labels["rocksdb_state_id"] for labels, _ in puts} == {"counts"}
+        assert {(labels["store_type"], labels["in_memory_state_id"]) for labels, _ in puts} == {("in-memory", "counts")}
         assert sum(v for _, v in puts) > 0
         assert all(v > 0 for _, v in _series(body, "kafka_streams_stream_state_metrics_put_latency_max"))
         # commits happen every 200 ms and are timed (thread level, ms)
@@ -82,5 +84,26 @@ def test_metrics_endpoint_reports_known_input(bootstrap: str, tmp_path: Path, un
             return _sum(text, "kafka_streams_stream_thread_metrics_commit_total") >= 1
         wait_until(committed, 30, "a commit", cluster.logs)
         assert _scrape(f"http://127.0.0.1:{port}/other")[0] == 404
+
+        # restarted: in-memory stores restore the whole changelog (no transactions: every offset a record)
+        cluster.stop()
+        changelog = f"{cluster.application_id}-counts-changelog"
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{unique}"})
+        try:
+            logged = sum(c.get_watermark_offsets(TopicPartition(changelog, p), timeout=10)[1] for p in (0, 1))
+        finally:
+            c.close()
+        assert logged > 0
+        cluster.start()
+        cluster.wait_running(90)
+
+        def restored() -> str | None:
+            status, _, text = _scrape(url)
+            ok = status == 200 and _sum(text, "kafka_streams_stream_task_metrics_restore_total") == logged
+            return text if ok else None
+        text = wait_until(restored, 60, f"{logged} changelog records restored", cluster.logs)
+        assert _sum(text, "kafka_streams_stream_task_metrics_restore_remaining_records_total") == 0
+        assert _sum(text, "kafka_streams_stream_task_metrics_restore_rate") > 0
+        assert _sum(text, "kafka_streams_stream_thread_metrics_process_total") == 0  # nothing new to process
     finally:
         cluster.stop()
