@@ -64,6 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from instance.app_loader import load_topology
     from instance.config import StreamsConfig
     from instance.runtime.kafka_streams import KafkaStreams
+    from instance.runtime.metrics_http import MetricsServer
     from instance.runtime.restore import LoggingRestoreListener
     from instance.runtime.states import State
     from instance.server.servicer import QueryServer
@@ -72,6 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     props = build_properties(args, {
         "application.id": args.application_id, "client.id": args.instance_id,
         "bootstrap.servers": args.bootstrap, "state.dir": args.state_dir,
+        "iqmesh.metrics.port": args.metrics_port,
     })
     if args.grpc_port is not None and "application.server" not in props:
         props["application.server"] = f"{args.advertised_host}:{args.grpc_port}"
@@ -87,6 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     streams.restore_listener = LoggingRestoreListener(
         f"[{config.instance_id}]", lambda line: print(line, flush=True))
     server = QueryServer(streams, grpc_port)
+    metrics_server = (MetricsServer(streams.metrics, config.listen_host, config.metrics_port, config.security)
+                      if config.metrics_port else None)
     done = threading.Event()
 
     def on_state(new: State, old: State) -> None:
@@ -99,13 +103,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     server.start()
+    if metrics_server is not None:
+        metrics_server.start()
     streams.start()
     print(f"[{config.instance_id}] serving queries on {config.application_server}", flush=True)
+    if metrics_server is not None:
+        print(f"[{config.instance_id}] serving metrics on {config.listen_host}:{metrics_server.port}/metrics",
+              flush=True)
     while not done.wait(1.0):
         server.set_live(streams.is_live())
     failed = streams.state is State.ERROR
     streams.close()
     server.stop()
+    if metrics_server is not None:
+        metrics_server.stop()
     if failed:
         report_error("run", "STREAMS_ERROR", f"[{config.instance_id}] stopped: {streams.last_error}")
         return 1
@@ -321,6 +332,8 @@ def parser() -> argparse.ArgumentParser:
                    "required unless application.server is set)")
     p.add_argument("--advertised-host", default="127.0.0.1", help="host part of application.server")
     p.add_argument("--state-dir", help="state.dir, where the RocksDB stores live (default: /tmp/iqmesh)")
+    p.add_argument("--metrics-port", type=int, help="iqmesh.metrics.port: serve Prometheus /metrics (Kafka "
+                   "Streams' metrics) over HTTP on this port, where the query server listens (default: off)")
     _add_config_args(p)
     p.set_defaults(func=cmd_run)
 

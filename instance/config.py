@@ -94,6 +94,12 @@ class StreamsConfig:
     tls_ca_file: str = field(default="", metadata={"name": TLS_CA_FILE})
     auth_token: str = field(default="", repr=False, metadata={"name": AUTH_TOKEN})
     listen_host_setting: str = field(default="", metadata={"name": LISTEN_HOST})
+    #: Kafka Streams' metrics settings (instance/runtime/metrics.py): DEBUG adds store latencies
+    metrics_recording_level: str = field(default="INFO", metadata={"name": "metrics.recording.level"})
+    metrics_sample_window_ms: int = field(default=30_000, metadata={"name": "metrics.sample.window.ms"})
+    metrics_num_samples: int = field(default=2, metadata={"name": "metrics.num.samples"})
+    #: the instance's Prometheus ``/metrics`` HTTP port (0: none), on ``listen_host``
+    metrics_port: int = field(default=0, metadata={"name": "iqmesh.metrics.port"})
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
 
     def __post_init__(self) -> None:
@@ -117,6 +123,13 @@ class StreamsConfig:
         if self.membership_assist not in ("auto", "true", "false"):
             problems.append(f"iqmesh.membership.assist must be auto, true or false, got {self.membership_assist!r}")
         problems.extend(rebalance_protocol.problems(self.group_protocol, self.extra))
+        if self.metrics_recording_level.upper() not in ("INFO", "DEBUG", "TRACE"):
+            problems.append("metrics.recording.level must be INFO, DEBUG or TRACE, "
+                            f"got {self.metrics_recording_level!r}")
+        if not 0 <= self.metrics_port <= 65535:
+            problems.append("iqmesh.metrics.port must be a port number (0: no metrics endpoint)")
+        if self.metrics_num_samples < 2 or self.metrics_sample_window_ms <= 0:
+            problems.append("metrics.num.samples must be >= 2 and metrics.sample.window.ms positive")
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
         for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",

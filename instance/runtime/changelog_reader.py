@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from instance.runtime.metrics import TaskMetrics
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task_timeout import retrying
@@ -61,6 +62,11 @@ class _Changelog:
     position: int  # the next offset to read
     marks: Mapping[str, int] | None = None  # restoring, at-least-once: the task's committed input offsets
     restored: int = 0
+
+
+def _metrics(owner: ChangelogOwner) -> TaskMetrics | None:
+    """The owner's task metrics (restore / update figures), if it has any (global stores do not)."""
+    return getattr(owner, "metrics", None)
 
 
 class StoreChangelogReader:
@@ -125,6 +131,9 @@ class StoreChangelogReader:
                 continue
             self._parts[tp] = _Changelog(owner, tp, False, high, begin, marks)
             self._restoring.add(tp)
+            metrics = _metrics(owner)
+            if metrics is not None:
+                metrics.restore_started(tp, high - begin)
             started = True
             if self.listener:
                 self.listener.on_restore_start(tp[0], tp[1], state.store_of(tp).name, begin, high)
@@ -206,6 +215,9 @@ class StoreChangelogReader:
         for tp in done:
             c = self._parts.pop(tp)
             self._restoring.discard(tp)
+            metrics = _metrics(c.owner)
+            if metrics is not None:
+                metrics.restore_remaining[tp] = 0
             state = c.owner.state
             # the task writes next at the log's end (which may have moved, e.g. by an abort marker)
             state.changelog_offsets[tp] = self.end_offsets(*tp)[1]
@@ -242,6 +254,9 @@ class StoreChangelogReader:
         c.restored += len(batch)
         state = c.owner.state
         state.apply(c.tp, batch, c.position)
+        metrics = _metrics(c.owner)
+        if metrics is not None:
+            metrics.restored(c.tp, len(batch), c.end - c.position)
         if self.listener:
             self.listener.on_batch_restored(c.tp[0], c.tp[1], state.store_of(c.tp).name, last, len(batch))
         return len(batch)
@@ -298,6 +313,9 @@ class StoreChangelogReader:
         if run:
             c.position = run[-1].offset() + 1
             state.apply(tp, run, c.position)
+            metrics = _metrics(c.owner)
+            if metrics is not None:
+                metrics.updated(len(run))
         if held_at >= 0:
             self._held[tp] = c.position = held_at
             state.advance(tp, held_at)

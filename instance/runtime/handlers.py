@@ -267,6 +267,8 @@ class ErrorHandling:
         self.dead_letter_topic: str | None = properties.get(DEAD_LETTER_TOPIC) or None
         #: dropped records by reason (Kafka Streams' dropped-records metric)
         self.dropped: collections.Counter[str] = collections.Counter()
+        #: the same, by task id (the task's dropped-records metric; "" when no task is known)
+        self.dropped_by_task: collections.Counter[str] = collections.Counter()
         #: where dead-letter records go (the thread's producer; set by the owner)
         self.send: Sender | None = None
 
@@ -288,6 +290,7 @@ class ErrorHandling:
                 f"record does not deserialize: {exc}; set {DESERIALIZATION}=log-and-continue to skip such "
                 f"records", ctx.topic, ctx.partition, ctx.offset) from exc
         self.dropped["deserialization-error"] += 1
+        self.dropped_by_task[task_id] += 1
 
     def production_error(self, ctx: ErrorHandlerContext, record: ProducedRecord, exc: Exception) -> None:
         """A record the producer refused (or a sink could not serialize); raises on FAIL."""
@@ -302,6 +305,7 @@ class ErrorHandling:
                                       f"records") from exc
         log.error("skipped %s, which could not be written: %s (%s=continue)", what, exc, PRODUCTION)
         self.dropped["production-error"] += 1
+        self.dropped_by_task[ctx.task_id] += 1
 
     def processing_error(self, ctx: ErrorHandlerContext, record: Record | None, exc: Exception) -> None:
         result = self._ask(lambda: self.processing.handle(ctx, record, exc))
@@ -309,6 +313,7 @@ class ErrorHandling:
             raise ProcessingException(f"processing failed ({ctx.where()}): {exc!r}; set {PROCESSING}="
                                       f"log-and-continue to skip such records") from exc
         self.dropped["processing-error"] += 1
+        self.dropped_by_task[ctx.task_id] += 1
 
     def delivery_failed(self, err: Any, msg: Any) -> None:
         """A failed delivery report (the collector's hook): which input record produced it is no
@@ -318,8 +323,9 @@ class ErrorHandling:
         record = ProducedRecord(msg.topic(), msg.partition(), msg.key(), msg.value(), ts)
         self.production_error(ctx, record, ProductionException(f"{err.name()}: {err.str()}"))
 
-    def invalid_timestamp(self) -> None:
+    def invalid_timestamp(self, task_id: str = "") -> None:
         self.dropped["invalid-timestamp"] += 1
+        self.dropped_by_task[task_id] += 1
 
     # -- applying an answer ----------------------------------------------------------------------
     def _ask(self, handle: Callable[[], HandlerResult], dead_letters: bool = True) -> HandlerResult:

@@ -25,6 +25,7 @@ from instance.runtime.broker_kind import membership_assist
 from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
+from instance.runtime.metrics import MetricName, Metrics
 from instance.runtime.query_counters import QueryCounters
 from instance.runtime.reachability import admin_client, check_reachable
 from instance.runtime.restore import StateRestoreListener
@@ -320,6 +321,16 @@ class KafkaStreams:
         glob = (StoreInfo(name, "", g.spec.key_serde.name, g.spec.value_serde.name, 1)
                 for name, g in self.topology.global_stores.items())
         return tuple(sorted((*local, *glob), key=lambda s: s.store))
+
+    def metrics(self) -> Metrics:
+        """Kafka Streams' ``metrics()``: the client's, its threads', their tasks' and stores'
+        (runtime/metrics.py), name -> value. Read from any thread."""
+        alive = [t for t in list(self.threads) if t.is_alive()]
+        out: Metrics = {MetricName("alive-stream-threads", "stream-metrics", (("client-id", self.instance_id),),
+                                   "The current number of alive stream threads"): float(len(alive))}
+        for tm in self._task_managers():
+            out.update(tm.metrics.metrics())
+        return out
 
     def _task_managers(self) -> list[TaskManager]:
         return [t.tasks for t in list(self.threads) if t.tasks is not None]

@@ -9,6 +9,7 @@ the active task reads that checkpoint and restores only the delta.
 from __future__ import annotations
 
 from instance.runtime.changelog_reader import StoreChangelogReader
+from instance.runtime.metrics import TaskMetrics
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
 from instance.state.spec import StoreSpec
 from router.task_id import TaskId
@@ -21,8 +22,11 @@ class StandbyTask:
     from the moment it exists until :meth:`close`."""
 
     def __init__(self, task_id: TaskId, specs: list[StoreSpec], state: ProcessorStateManager,
-                 sources: list[str], in_memory: bool, reader: StoreChangelogReader) -> None:
+                 sources: list[str], in_memory: bool, reader: StoreChangelogReader,
+                 metrics: TaskMetrics | None = None) -> None:
         self.id = task_id
+        #: update-rate / update-total (None: not measured)
+        self.metrics = metrics
         #: input topics of the task (at-least-once: the reader holds back records their commits
         #: do not cover yet)
         self.sources = sources
@@ -33,6 +37,8 @@ class StandbyTask:
         try:
             reader.register_standby(self)
         except BaseException:
+            if metrics is not None:
+                metrics.close()
             state.close(checkpoint=False)
             raise
 
@@ -56,6 +62,8 @@ class StandbyTask:
     def close(self) -> None:
         """Stop following, flush, checkpoint (a later active task restores only the delta), close."""
         self._reader.unregister(self)
+        if self.metrics is not None:
+            self.metrics.close()
         try:
             self.state.flush()
         except BaseException:

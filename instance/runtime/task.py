@@ -15,6 +15,7 @@ from typing import Any
 
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.handlers import ErrorHandling, ProducedRecord
+from instance.runtime.metrics import TaskMetrics
 from instance.runtime.punctuation import PunctuationQueue, PunctuationSchedule, PunctuationType, Punctuator
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
 from instance.runtime.timestamps import (
@@ -61,12 +62,14 @@ class StreamTask:
                  changelog_sender: Callable[[str, int, StreamTask], ChangelogSend],
                  state: ProcessorStateManager | None, cache_max_entries: int, in_memory: bool,
                  errors: ErrorHandling, global_stores: Mapping[str, Any] | None = None,
-                 clock: Callable[[], int] = system_clock_ms, extractor: TimestampExtractor | None = None) -> None:
+                 clock: Callable[[], int] = system_clock_ms, extractor: TimestampExtractor | None = None,
+                 metrics: TaskMetrics | None = None) -> None:
         """``state``: the task's state manager (None: no task directory, as in the
         TopologyTestDriver); its stores are built here, in memory if ``in_memory``. ``errors``: the
         exception handlers; ``global_stores``: the instance's global stores (read-only here), by
         name; ``clock``: wall-clock time in ms (the driver's is mocked); ``extractor``:
-        ``default.timestamp.extractor``."""
+        ``default.timestamp.extractor``; ``metrics``: the task's (runtime/metrics.py; default: one of
+        its own on ``clock`` at INFO, the TopologyTestDriver's)."""
         self.id = task_id
         self.partition = task_id.partition
         self.subtopology = subtopology
@@ -80,6 +83,10 @@ class StreamTask:
         #: a processor called ``context.commit()``
         self.commit_requested = False
         self.errors = errors
+        self.metrics = metrics if metrics is not None else TaskMetrics(None, str(task_id), clock=clock)
+        #: lateness (stream time - timestamp) of the records processed since the last batch
+        self.lateness_sum = 0
+        self.lateness_max = 0
         self._extractor: TimestampExtractor = extractor or FailOnInvalidTimestamp()
         #: id(processor) -> node name: which node raised (found from the traceback, on error only)
         self._node_of: dict[int, str] = {}
@@ -88,12 +95,14 @@ class StreamTask:
             [topology.stores[name] for name in subtopology.stores], in_memory=in_memory,
             cache_max_entries=cache_max_entries,
             changelog_for=lambda spec: changelog_sender(spec.changelog_topic(application_id), self.partition, self))
+        self.metrics.instrument_stores(self.stores, in_memory)
         self._processors: list[Any] = []
         self._global_stores = global_stores or {}
         self.sources: dict[str, Callable[[Any], None]] = {}
         try:
             self._build(topology, subtopology, application_id, resolve_topic, send)
         except BaseException:
+            self.metrics.close()
             self.state.close(checkpoint=False)
             raise
         self.group = PartitionGroup(list(self.sources))
@@ -182,10 +191,15 @@ class StreamTask:
             if ts < 0 or not inline_ts:
                 rc.timestamp = ts = extract(msg, k, v, ts)
                 if ts < 0:  # as Kafka Streams: a negative extracted timestamp drops the record
-                    errors.invalid_timestamp()
+                    errors.invalid_timestamp(task_id)
                     return
             if ts > task.stream_time:  # stream time counts the record before it is processed
                 task.stream_time = ts
+            elif ts < task.stream_time:  # record-lateness (0 for the others)
+                late = task.stream_time - ts
+                task.lateness_sum += late
+                if late > task.lateness_max:
+                    task.lateness_max = late
             try:
                 fwd(k, v)
             except StreamsException:
@@ -244,7 +258,16 @@ class StreamTask:
         self._empty_since.pop(topic, None)
 
     def process(self) -> int:
-        """Process every buffered record; returns how many."""
+        """Process every buffered record; returns how many. Metrics are recorded per batch."""
+        start = time.perf_counter_ns()
+        n = self._process()
+        if n:
+            self.metrics.processed(n, time.perf_counter_ns() - start, self.lateness_sum, self.lateness_max,
+                                   self.dropped_records + self.errors.dropped_by_task.get(str(self.id), 0))
+            self.lateness_sum = self.lateness_max = 0
+        return n
+
+    def _process(self) -> int:
         queues = self.group.queues
         nonempty = [t for t, q in queues.items() if q]
         if not nonempty:
@@ -357,12 +380,14 @@ class StreamTask:
         """Run one punctuator: the record context is the punctuation's (no input record)."""
         rc = self.record
         rc.topic, rc.offset, rc.timestamp, rc.headers, rc.msg = None, -1, now, None, None
+        start = time.perf_counter_ns()
         try:
             sched.punctuator(now)
         except StreamsException:
             raise
         except Exception as e:
             self.processing_error(e, None, sched.node)
+        self.metrics.punctuated(time.perf_counter_ns() - start)
 
     def check_caught_up(self) -> None:
         positions = self.positions
@@ -388,6 +413,7 @@ class StreamTask:
             self.state.flush()
         finally:
             rc.topic, rc.msg = topic, msg
+        self.metrics.committed()
 
     def close(self, checkpoint: bool = False) -> None:
         """Close processors and stores, release the task directory; ``checkpoint`` after a commit
@@ -399,6 +425,7 @@ class StreamTask:
             except Exception as e:  # keep closing the rest
                 errors.append(e)
         self.group.clear()
+        self.metrics.close()
         self.state.close(checkpoint=checkpoint and not errors)
         if errors:
             raise StreamsException(f"task {self.id}: processor close failed: {errors[0]}") from errors[0]

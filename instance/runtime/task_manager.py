@@ -26,6 +26,7 @@ from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import AUTHORIZATION_ERRORS, ProducerLostException, RecordCollector
 from instance.runtime.handlers import LATE_OR_INVALID, ErrorHandling
 from instance.runtime.internal_topics import TopicLayout
+from instance.runtime.metrics import SampleConfig, ThreadMetrics, recording_level
 from instance.runtime.punctuation import NEVER
 from instance.runtime.standby import StandbyTask, StandbyTasks
 from instance.runtime.state_manager import ProcessorStateManager
@@ -67,6 +68,9 @@ class TaskManager:
         self.restorer = restorer
         self.standby = StandbyTasks(restorer)
         self.errors = errors
+        #: this thread's metrics and its tasks' (runtime/metrics.py)
+        self.metrics = ThreadMetrics(name, recording_level(config.metrics_recording_level),
+                                     SampleConfig(config.metrics_sample_window_ms, config.metrics_num_samples))
         errors.send = self._send_dead_letter
         self._extractor = timestamp_extractor(config.default_timestamp_extractor)
         self.consumer: Consumer | None = None  # the thread's, replaced when it rejoins
@@ -185,6 +189,7 @@ class TaskManager:
         source offsets on the changelog; exactly-once: the transaction aborted)."""
         # no lock: only the owning thread changes tasks; queries read stores, whose flush
         # writes RocksDB before it drops cache entries
+        started = time.perf_counter_ns()
         running = [t for tid, t in self.tasks.items() if tid not in self.restoring]
         if self.config.eos:
             self.begin_txn()
@@ -208,6 +213,7 @@ class TaskManager:
             task.state.checkpoint()  # not under exactly-once (the state manager's rule)
         self.standby.checkpoint_all()
         self.last_commit = time.monotonic()
+        self.metrics.commit.record((time.perf_counter_ns() - started) / 1e6, self.metrics.clock())
         return True
 
     def _offsets(self) -> list[TopicPartition]:
@@ -376,7 +382,8 @@ class TaskManager:
                                       eos=config.eos, lock_wait_s=5.0)  # the cleaner holds unowned dirs briefly
         task = StreamTask(tid, self.topology, self.topology.subtopologies()[tid.subtopology], config.application_id,
                           self._resolve, self.collector.send, self._changelog_sender, state, self._cache_entries,
-                          config.in_memory_stores, self.errors, self.global_stores, extractor=self._extractor)
+                          config.in_memory_stores, self.errors, self.global_stores, extractor=self._extractor,
+                          metrics=self.metrics.task_metrics(str(tid)))
         self.tasks[tid] = task
         for topic in task.sources:
             self.by_tp[(topic, tid.partition)] = task
@@ -473,7 +480,8 @@ class TaskManager:
         st = self.topology.subtopologies()[tid.subtopology]
         state = ProcessorStateManager(tid, config.app_state_dir, config.application_id, active=False, eos=config.eos)
         return StandbyTask(tid, [self.topology.stores[s] for s in st.stores], state,
-                           [self._resolve(t) for t in st.source_topics], config.in_memory_stores, self.restorer)
+                           [self._resolve(t) for t in st.source_topics], config.in_memory_stores, self.restorer,
+                           self.metrics.task_metrics(str(tid), standby=True))
 
     # -- queries ----------------------------------------------------------------------------------------
     def local_store(self, store: str, partition: int, read: Callable[[KeyValueStore], Any] | None = None

@@ -272,6 +272,12 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                      for s, e, v in windows],
             metadata=meta, value_serde=spec.value_serde.name)
 
+    def Metrics(self, request: pb.MetricsRequest, context: grpc.ServicerContext) -> pb.MetricsReply:
+        streams = self.streams
+        return pb.MetricsReply(instance_id=streams.instance_id, metrics=[
+            pb.Metric(name=m.name, group=m.group, tags=dict(m.tags), value=v, description=m.description)
+            for m, v in streams.metrics().items()])
+
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         streams = self.streams
         now = int(time.time() * 1000)

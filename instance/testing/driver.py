@@ -16,6 +16,7 @@ from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.global_state import GlobalStateManager
 from instance.runtime.handlers import ErrorHandling
+from instance.runtime.metrics import MetricName
 from instance.runtime.task import StreamTask
 from instance.runtime.timestamps import timestamp_extractor
 from instance.serde import BytesSerde, Serde
@@ -236,6 +237,14 @@ class TopologyTestDriver:
         """Records the processors dropped (late for their window, null key...): Kafka Streams'
         ``dropped-records-total`` task metric summed over the tasks."""
         return sum(t.dropped_records for t in self.tasks)
+
+    def metrics(self) -> dict[MetricName, float]:
+        """Kafka Streams' task metrics of the driver's tasks (``metrics()``: name, group, tags ->
+        value), windows on the mocked wall clock. Store latencies (DEBUG) are not recorded here."""
+        out: dict[MetricName, float] = {}
+        for t in self.tasks:
+            out.update(t.metrics.metrics())
+        return out
 
     def advance_wall_clock_time(self, ms: int) -> None:
         """Move the mocked wall clock forward and fire the wall-clock punctuations now due."""

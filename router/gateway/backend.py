@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import grpc
 
+from router.channels import ChannelPool
 from router.client import QueryClient
 from router.gateway.discovery import Discovery
 from router.gateway.errors import UNREACHABLE, is_refusal, unavailable
@@ -40,6 +41,8 @@ class Backend:
         self.timeout = timeout
         self.security = security
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gateway-grpc")
+        #: channels to one given instance (its own Metrics), without routing
+        self.channels = ChannelPool(security)
         self._clients: dict[str, QueryClient] = {}
         self._lock = threading.Lock()
         self._preferred = ""
@@ -99,6 +102,7 @@ class Backend:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self.channels.close()
         with self._lock:
             for c in self._clients.values():
                 c.close()

@@ -41,7 +41,8 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     gw = gateway_of(request)
-    body = prometheus.render(gw.metrics, gw.poller.latest)
+    snap = gw.poller.latest
+    body = prometheus.render(gw.metrics, snap, await prometheus.scrape_streams(gw.backend, snap))
     return web.Response(body=body.encode(), headers={"Content-Type": prometheus.CONTENT_TYPE})
 
 

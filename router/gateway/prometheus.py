@@ -1,13 +1,27 @@
 """``/metrics`` in the Prometheus text format (0.0.4): the instances' figures from the latest
-routing table, the rates derived from it, and the gateway's own request counts and latencies."""
+routing table, the rates derived from it, the gateway's own request counts and latencies, and every
+live instance's Kafka Streams metrics (its Metrics RPC, asked at each scrape; named as on the
+instance's own ``/metrics``, router/metrics_text.py, with an ``instance`` label)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Iterable
 
+import grpc
+
+from router import metrics_text
+from router.gateway.backend import Backend
 from router.gateway.metrics import BUCKETS, GatewayMetrics
 from router.gateway.snapshot import Snapshot
+from router.rpc import iqmesh_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+#: seconds an instance has to send its metrics (a scrape waits for the slowest)
+SCRAPE_TIMEOUT_S = 3.0
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -109,6 +123,35 @@ def _gateway_families(metrics: GatewayMetrics, snap: Snapshot | None) -> Iterabl
     return (req, dur, ans, age)
 
 
-def render(metrics: GatewayMetrics, snap: Snapshot | None) -> str:
+def render(metrics: GatewayMetrics, snap: Snapshot | None,
+           streams: list[tuple[str, pb.MetricsReply | None]] | None = None) -> str:
+    """``streams``: each live instance's Metrics reply (None: it did not answer)."""
     families = [*(_instance_families(snap) if snap is not None else ()), *_gateway_families(metrics, snap)]
-    return "\n".join(line for f in families for line in f.lines) + "\n"
+    text = "\n".join(line for f in families for line in f.lines) + "\n"
+    if streams is None:
+        return text
+    up = _Family("iqmesh_instance_metrics_up", "gauge",
+                 "1 if the instance answered the gateway's Metrics call at this scrape.")
+    samples: list[metrics_text.Sample] = []
+    for iid, reply in streams:
+        up.add(0 if reply is None else 1, instance=iid)
+        for m in reply.metrics if reply is not None else ():
+            tags = (("instance", iid), *sorted(m.tags.items()))
+            samples.append(metrics_text.Sample(m.name, m.group, tags, m.value, m.description))
+    return text + "\n".join(up.lines) + "\n" + metrics_text.render(samples)
+
+
+async def scrape_streams(backend: Backend, snap: Snapshot | None) -> list[tuple[str, pb.MetricsReply | None]]:
+    """Ask every live instance of the routing table for its metrics, all at once."""
+    live = [(i["instance_id"], i["endpoint"]) for i in (snap.metadata.get("instances", []) if snap else [])
+            if i["alive"] and i["endpoint"]]
+
+    async def one(iid: str, endpoint: str) -> tuple[str, pb.MetricsReply | None]:
+        try:
+            reply = await backend.run(
+                lambda: backend.channels.stub(endpoint).Metrics(pb.MetricsRequest(), timeout=SCRAPE_TIMEOUT_S))
+            return iid, reply
+        except grpc.RpcError as e:
+            log.info("metrics of %s (%s): %s %s", iid, endpoint, e.code(), e.details())
+            return iid, None
+    return list(await asyncio.gather(*(one(iid, ep) for iid, ep in live)))

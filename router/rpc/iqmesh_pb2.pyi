@@ -224,6 +224,39 @@ class MetadataRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class MetricsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Metric(_message.Message):
+    __slots__ = ("name", "group", "tags", "value", "description")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    group: str
+    tags: _containers.ScalarMap[str, str]
+    value: float
+    description: str
+    def __init__(self, name: _Optional[str] = ..., group: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., value: _Optional[float] = ..., description: _Optional[str] = ...) -> None: ...
+
+class MetricsReply(_message.Message):
+    __slots__ = ("instance_id", "metrics")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    metrics: _containers.RepeatedCompositeFieldContainer[Metric]
+    def __init__(self, instance_id: _Optional[str] = ..., metrics: _Optional[_Iterable[_Union[Metric, _Mapping]]] = ...) -> None: ...
+
 class TaskList(_message.Message):
     __slots__ = ("tasks",)
     TASKS_FIELD_NUMBER: _ClassVar[int]

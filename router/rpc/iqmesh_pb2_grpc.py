@@ -84,6 +84,11 @@ class InteractiveQueryStub:
                 request_serializer=iqmesh__pb2.DescribeRequest.SerializeToString,
                 response_deserializer=iqmesh__pb2.DescribeReply.FromString,
                 _registered_method=True)
+        self.Metrics = channel.unary_unary(
+                '/iqmesh.v1.InteractiveQuery/Metrics',
+                request_serializer=iqmesh__pb2.MetricsRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.MetricsReply.FromString,
+                _registered_method=True)
 
 
 class InteractiveQueryServicer:
@@ -172,6 +177,14 @@ class InteractiveQueryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Metrics(self, request, context):
+        """This instance's own metrics, Kafka Streams' names, groups and tags (thread, task and store
+        level): what its HTTP /metrics serves, for the gateway's /metrics.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InteractiveQueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -224,6 +237,11 @@ def add_InteractiveQueryServicer_to_server(servicer, server):
                     servicer.Describe,
                     request_deserializer=iqmesh__pb2.DescribeRequest.FromString,
                     response_serializer=iqmesh__pb2.DescribeReply.SerializeToString,
+            ),
+            'Metrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.Metrics,
+                    request_deserializer=iqmesh__pb2.MetricsRequest.FromString,
+                    response_serializer=iqmesh__pb2.MetricsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -496,6 +514,33 @@ class InteractiveQuery:
             '/iqmesh.v1.InteractiveQuery/Describe',
             iqmesh__pb2.DescribeRequest.SerializeToString,
             iqmesh__pb2.DescribeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Metrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/Metrics',
+            iqmesh__pb2.MetricsRequest.SerializeToString,
+            iqmesh__pb2.MetricsReply.FromString,
             options,
             channel_credentials,
             insecure,
