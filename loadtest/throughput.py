@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -233,6 +234,7 @@ def main() -> int:
     finally:
         if tmp is not None:
             engines.stop(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)  # the broker's data: GBs after a 1M-record run
 
 
 if __name__ == "__main__":
