@@ -1,67 +1,178 @@
-"""Throughput benchmark: iqmesh against the Quix Streams peer, same broker, same input, one run.
+"""Throughput benchmark: iqmesh against its peers, same broker, same input, one run.
 
-    python -m loadtest.throughput [--bootstrap HOST:PORT] [-n 1000000] [--reps 3] [--peer-dir DIR]
+    python -m loadtest.throughput [--bootstrap HOST:PORT | --engine dev|kafka] [-n 1000000]
+        [--reps 3] [--peer quix kstreams] [--peer-dir DIR] [--wc-lines L]
 
-Without --bootstrap a dev broker is started for the run. The peer side is
-``<peer-dir>/run_peer.sh`` (default ../shared/bench next to the repository): it produces the input
-topic ``pb-in-N`` (4 partitions, keys user-0..9999) and runs Quix Streams on it; iqmesh then reads
-the first N records of the same topic. Prints the median of each variant and the ratios.
+Without --bootstrap a broker is started for the run (``--engine``: the dev broker or Apache Kafka).
+Peers (``--peer``, default ``quix``; ``--no-peer`` for none):
+- ``quix``: ``<peer-dir>/run_peer.sh`` (default ../shared/bench next to the repository) produces
+  the input topic ``pb-in-N`` (4 partitions, keys user-0..9999) and runs Quix Streams on it;
+- ``kstreams``: Kafka Streams on the JVM (``loadtest/peers/kstreams``, built once with Maven),
+  every variant, including the word count on ``pb-lines-L`` (L lines of 3-12 words, 4 partitions).
+Each variant runs Kafka Streams then iqmesh, rep after rep, on the same topics. Prints the median
+records/s of each side (first record processed to the last), the ratios, and per process the CPU
+seconds per million input records and the peak RSS (the kernel's figures, ``loadtest.proc_usage``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from devtools import engines
 
 REPO = Path(__file__).resolve().parent.parent
-VARIANTS = [("stateful", "at-least-once", False), ("stateless", "at-least-once", False),
-            ("stateful", "exactly-once", False), ("stateful", "at-least-once", True)]
+PEERS = ("quix", "kstreams")
+LIBS = {"iqmesh": "iqmesh", "kstreams": "kafka-streams", "quix": "quixstreams"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    mode: str
+    guarantee: str
+    cache: bool
+    quix: bool  # the Quix peer (../shared/bench) runs it too
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} {self.guarantee}" + (" (record cache on)" if self.cache else "")
+
+
+VARIANTS = [Variant("stateful", "at-least-once", False, True), Variant("stateless", "at-least-once", False, True),
+            Variant("stateful", "exactly-once", False, True), Variant("stateful", "at-least-once", True, False),
+            Variant("wordcount", "at-least-once", True, False)]
 
 
 def _results(stdout: str) -> list[dict[str, object]]:
     return [json.loads(line[7:]) for line in stdout.splitlines() if line.startswith("RESULT ")]
 
 
-def run_peer(peer_dir: Path, bootstrap: str, n: int, reps: int) -> list[dict[str, object]]:
+def run_quix(peer_dir: Path, bootstrap: str, n: int, reps: int) -> list[dict[str, object]]:
     p = subprocess.run(["bash", str(peer_dir / "run_peer.sh"), bootstrap, str(n), str(reps)],
                        capture_output=True, text=True, timeout=7200)
     if p.returncode != 0:
         raise RuntimeError(f"peer benchmark failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-    # bench.py appends one JSON line per run to results.jsonl; take this run's lines
+    # bench.py appends one JSON line per run to results.jsonl (with /usr/bin/time -v's figures)
     lines = (peer_dir / "results.jsonl").read_text().splitlines()[-3 * reps:]
-    return [json.loads(x) for x in lines]
+    rows = [json.loads(x) for x in lines]
+    for r in rows:
+        r["lib"] = "quixstreams"
+        if r.get("proc_user_s") is not None and r.get("proc_sys_s") is not None:
+            r["cpu_s"] = float(r["proc_user_s"]) + float(r["proc_sys_s"])
+        r["maxrss_mib"] = r.get("proc_maxrss_mib")
+    return rows
 
 
-def run_ours(bootstrap: str, topic: str, n: int, reps: int) -> list[dict[str, object]]:
-    out = []
-    for rep in range(reps):
-        for mode, guarantee, cache in VARIANTS:
-            cmd = [sys.executable, "-m", "loadtest.worker", "--bootstrap", bootstrap, "--topic", topic,
-                   "-n", str(n), "--mode", mode, "--guarantee", guarantee, "--tag", f"rep{rep + 1}"]
-            if cache:
-                cmd.append("--cache")
-            p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=1800)
-            res = _results(p.stdout)
-            if not res:
-                raise RuntimeError(f"iqmesh run failed:\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
-            print(f"  iqmesh {mode} {guarantee}{' cache' if cache else ''}: "
-                  f"{res[0]['rate_first_to_last']} records/s", flush=True)
-            out.extend(res)
-    return out
+def _topic_size(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"tp-size-{uuid.uuid4().hex[:6]}"})
+    try:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return 0
+        return sum(hi - lo for lo, hi in (c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                                          for p in md.partitions))
+    finally:
+        c.close()
 
 
-def _median(rows: list[dict[str, object]], lib: str, mode: str, guarantee: str, cache: bool = False) -> float:
-    vals = [float(r["rate_first_to_last"]) for r in rows  # type: ignore[arg-type]
-            if r.get("lib") == lib and r.get("mode") == mode and r.get("guarantee") == guarantee
-            and bool(r.get("cache", False)) == cache and r.get("rate_first_to_last")]
+def ensure_events(bootstrap: str, topic: str, n: int, peer_dir: Path) -> None:
+    """The user-event input, made by the Quix peer's own producer when no Quix run made it."""
+    if _topic_size(bootstrap, topic) >= n:
+        return
+    subprocess.run([sys.executable, str(peer_dir / "produce.py"), "--bootstrap", bootstrap, "--topic", topic,
+                    "-n", str(n)], check=True, capture_output=True, timeout=1800)
+
+
+def ensure_lines(bootstrap: str, topic: str, lines: int) -> int:
+    """The word count's input (null keys, 4 partitions); returns its number of words."""
+    from devtools.cluster import sample_lines
+    from examples.wordcount import split_words
+    from loadtest.partitions import produce_input
+
+    text = sample_lines(lines)
+    if _topic_size(bootstrap, topic) < lines:
+        produce_input(bootstrap, topic, 4, text)
+    return sum(len(split_words(line)) for line in text)
+
+
+def _measured(bootstrap: str, cmd: list[str], what: str) -> dict[str, object]:
+    """One run under ``proc_usage``; ``out_records``: what its output topic holds afterwards (with
+    transaction markers under exactly-once), so a fast run that wrote too little shows."""
+    from loadtest.proc_usage import run_measured
+
+    u = run_measured(cmd, cwd=REPO, timeout=1800)
+    res = _results(u.stdout)
+    if not res or not res[0].get("ok"):
+        raise RuntimeError(f"{what} failed ({u.returncode}):\n{u.stdout[-2000:]}\n{u.stderr[-3000:]}")
+    row = {**res[0], "cpu_s": u.cpu_s, "maxrss_mib": u.maxrss_mib, "wall_s": u.wall_s,
+           "out_records": _topic_size(bootstrap, str(res[0]["out_topic"]))}
+    print(f"  {row['lib']:14} {what}: {row['rate_first_to_last']} records/s, cpu {u.cpu_s:.1f} s, "
+          f"peak RSS {u.maxrss_mib:.0f} MiB, output {row['out_records']} records", flush=True)
+    return row
+
+
+def run_variant(bootstrap: str, v: Variant, topic: str, n: int, target: int, rep: int,
+                kstreams: bool) -> list[dict[str, object]]:
+    """One rep of one variant: Kafka Streams (when asked) then iqmesh, on the same input."""
+    from devtools.cluster import ensure_topic
+    from loadtest.peers import kstreams as ks
+
+    rows = []
+    what = f"{v.label} rep{rep}"
+    if kstreams:
+        out = f"ks-out-{v.mode}-{uuid.uuid4().hex[:8]}"
+        ensure_topic(bootstrap, out, 4)
+        java = ks.command(bootstrap, topic, n, v.mode, out, v.guarantee, v.cache,
+                          target=target - n if v.mode == "wordcount" else None, tag=f"rep{rep}")
+        rows.append(_measured(bootstrap, java, what))
+    cmd = [sys.executable, "-m", "loadtest.worker", "--bootstrap", bootstrap, "--topic", topic, "-n", str(n),
+           "--mode", v.mode, "--guarantee", v.guarantee, "--tag", f"rep{rep}", "--target", str(target)]
+    if v.cache and v.mode != "wordcount":
+        cmd.append("--cache")
+    row = _measured(bootstrap, cmd, what)
+    rows.append({**row, "cache": v.cache})
+    return rows
+
+
+def _median(rows: list[dict[str, object]], lib: str, v: Variant, field: str) -> float:
+    vals = [float(r[field]) for r in rows  # type: ignore[arg-type]
+            if r.get("lib") == lib and r.get("mode") == v.mode and r.get("guarantee") == v.guarantee
+            and bool(r.get("cache", False)) == v.cache and r.get(field) is not None]
     return statistics.median(vals) if vals else float("nan")
+
+
+def _per_million(rows: list[dict[str, object]], lib: str, v: Variant) -> float:
+    cpu = _median(rows, lib, v, "cpu_s")
+    n = _median(rows, lib, v, "n")
+    return cpu / n * 1e6
+
+
+def report(rows: list[dict[str, object]], libs: list[str]) -> None:
+    names = [LIBS[x] for x in libs]
+    print("\nmedian records/s (first to last record processed; word count: input lines/s)")
+    head = f"{'variant':40}" + "".join(f" {x:>14}" for x in names)
+    ratios = [f"iqmesh/{x}" for x in names[1:]]
+    print(head + "".join(f" {x:>20}" for x in ratios))
+    for v in VARIANTS:
+        rates = [_median(rows, lib, v, "rate_first_to_last") for lib in names]
+        line = f"{v.label:40}" + "".join(f" {r:>14.0f}" for r in rates)
+        print(line + "".join(f" {rates[0] / r:>20.2f}" for r in rates[1:]))
+    print("\nper process (medians): CPU seconds per million input records / peak RSS MiB")
+    print(f"{'variant':40}" + "".join(f" {x:>22}" for x in names))
+    for v in VARIANTS:
+        cells = [f"{_per_million(rows, lib, v):.1f} s / {_median(rows, lib, v, 'maxrss_mib'):.0f} MiB"
+                 for lib in names]
+        print(f"{v.label:40}" + "".join(f" {c:>22}" for c in cells))
 
 
 def main() -> int:
@@ -71,9 +182,16 @@ def main() -> int:
                     help="the broker to start without --bootstrap: dev (noida-db) or kafka (Apache Kafka)")
     ap.add_argument("-n", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--peer", nargs="*", choices=PEERS, default=["quix"],
+                    help="the peers to run beside iqmesh (default: quix)")
     ap.add_argument("--peer-dir", default=str(REPO.parent / "shared" / "bench"))
-    ap.add_argument("--no-peer", action="store_true", help="only iqmesh (input must exist: pb-in-N)")
+    ap.add_argument("--no-peer", action="store_true", help="only iqmesh (same as --peer with none)")
+    ap.add_argument("--wc-lines", type=int, help="the word count's input lines (default n / 10)")
+    ap.add_argument("--json", help="append every run's result as one JSON line to this file")
     args = ap.parse_args()
+    peers = [] if args.no_peer else list(dict.fromkeys(args.peer))
+    peer_dir = Path(args.peer_dir)
+    lines = args.wc_lines or max(1, args.n // 10)
 
     tmp = None
     bootstrap = args.bootstrap
@@ -81,28 +199,42 @@ def main() -> int:
         tmp = Path(tempfile.mkdtemp(prefix="iqmesh-bench-broker-"))
         bootstrap = engines.start(args.engine, tmp).bootstrap
     try:
+        if "kstreams" in peers:
+            from loadtest.peers import kstreams as ks
+
+            ks.build()  # before any timing, so a first build is not inside a run
         topic = f"pb-in-{args.n}"
         rows: list[dict[str, object]] = []
-        if not args.no_peer:
+        if "quix" in peers:
             print(f"peer (Quix Streams) on {bootstrap}, n={args.n}, reps={args.reps} ...", flush=True)
-            rows += [{**r, "lib": "quixstreams"} for r in run_peer(Path(args.peer_dir), bootstrap, args.n,
-                                                                  args.reps)]
-        print(f"iqmesh on {bootstrap}, n={args.n}, reps={args.reps} ...", flush=True)
-        rows += run_ours(bootstrap, topic, args.n, args.reps)
-        print("\nmedian records/s (first to last record processed)")
-        print(f"{'variant':40} {'iqmesh':>10} {'quix':>10} {'ratio':>7}")
-        for mode, guarantee, cache in VARIANTS:
-            ours = _median(rows, "iqmesh", mode, guarantee, cache)
-            peer = _median(rows, "quixstreams", mode, guarantee)
-            label = f"{mode} {guarantee}" + (" (record cache on)" if cache else "")
-            print(f"{label:40} {ours:>10.0f} {peer:>10.0f} {ours / peer:>7.2f}")
-        alo = _median(rows, "iqmesh", "stateful", "at-least-once")
-        eos = _median(rows, "iqmesh", "stateful", "exactly-once")
+            rows += run_quix(peer_dir, bootstrap, args.n, args.reps)
+        ensure_events(bootstrap, topic, args.n, peer_dir)
+        lines_topic = f"pb-lines-{lines}"
+        words = ensure_lines(bootstrap, lines_topic, lines)
+        who = " and Kafka Streams" if "kstreams" in peers else ""
+        print(f"iqmesh{who} on {bootstrap}, n={args.n}, word count {lines} lines ({words} words), "
+              f"reps={args.reps} ...", flush=True)
+        for rep in range(1, args.reps + 1):
+            for v in VARIANTS:
+                if v.mode == "wordcount":
+                    rows += run_variant(bootstrap, v, lines_topic, lines, lines + words, rep, "kstreams" in peers)
+                else:
+                    rows += run_variant(bootstrap, v, topic, args.n, args.n, rep, "kstreams" in peers)
+        if args.json:
+            with open(args.json, "a") as f:
+                for r in rows:
+                    f.write(json.dumps({**r, "engine": args.engine if tmp else "external"}) + "\n")
+        libs = ["iqmesh", *[p for p in ("kstreams", "quix") if p in peers]]
+        report(rows, libs)
+        v_alo, v_eos = VARIANTS[0], VARIANTS[2]
+        alo = _median(rows, "iqmesh", v_alo, "rate_first_to_last")
+        eos = _median(rows, "iqmesh", v_eos, "rate_first_to_last")
         print(f"\niqmesh exactly-once / at-least-once (stateful): {eos / alo:.2f}")
         return 0
     finally:
         if tmp is not None:
             engines.stop(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)  # the broker's data: GBs after a 1M-record run
 
 
 if __name__ == "__main__":

@@ -25,12 +25,15 @@ def main() -> int:
     ap.add_argument("--topic", required=True)
     ap.add_argument("-n", type=int, default=1_000_000)
     ap.add_argument("--mode", default="stateful",
-                    choices=["stateful", "stateless", "window-count", "join", "join-global"])
+                    choices=["stateful", "stateless", "window-count", "join", "join-global", "wordcount"])
     ap.add_argument("--guarantee", choices=["at-least-once", "exactly-once"], default="at-least-once")
     ap.add_argument("--cache", action="store_true", help="stateful: Kafka Streams' record cache on")
     ap.add_argument("--table-topic", help="join: the table's topic")
     ap.add_argument("--table-rows", type=int, default=0,
                     help="join: rows in the table topic (processed by the task too, so waited for)")
+    ap.add_argument("--target", type=int,
+                    help="records the stream thread processes in all (default: n, + the table's rows "
+                         "for a join); wordcount: lines + words, as both sub-topologies count")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
 
@@ -45,9 +48,10 @@ def main() -> int:
                 "window-count": lambda: workloads.window_count(args.topic, out, args.cache),
                 "join": lambda: workloads.stream_table_join(args.topic, str(args.table_topic), out),
                 "join-global": lambda: workloads.stream_global_table_join(args.topic, str(args.table_topic), out),
+                "wordcount": lambda: workloads.wordcount(args.topic, out),
                 }[args.mode]()
     # a global table is bootstrapped before processing starts, by the global thread: not counted
-    target = args.n + (args.table_rows if args.mode == "join" else 0)
+    target = args.target or args.n + (args.table_rows if args.mode == "join" else 0)
     # the output topic is created up front, with 4 partitions like the peer's
     from devtools.cluster import ensure_topic
     ensure_topic(args.bootstrap, out, 4)

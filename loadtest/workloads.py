@@ -5,6 +5,7 @@ Input: keys ``user-N`` (bytes), values small JSON ``{"page": ..., "ms": ...}``.
   output topic as ``{"count": c, "page": ...}`` (caching off, so the output volume equals Quix
   Streams'; ``cache=True`` is Kafka Streams' default and emits the latest per key per commit).
 - stateless: keep ``ms >= 100``, map to ``{"page", "ms", "slow": ms > 500}``.
+- wordcount: examples/wordcount.py on the benchmark's own topics (lines, not user events).
 - window-count / join: the DSL benchmarks of ``loadtest.dsl`` (peers in ``loadtest/peers/``).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from instance.serde import BytesSerde, JsonSerde, LongSerde
+from instance.serde import BytesSerde, JsonSerde, LongSerde, StringSerde
 from instance.topology import Materialized, StreamsBuilder, Topology
 from instance.topology.windows import TimeWindows
 
@@ -70,4 +71,17 @@ def stream_global_table_join(topic: str, table_topic: str, out: str) -> Topology
     b = StreamsBuilder(default_key_serde=BytesSerde(), default_value_serde=JsonSerde())
     users = b.global_table(table_topic, Materialized("users", caching_enabled=False))
     b.stream(topic).join(users, lambda key, _value: key, _enrich).to(out)
+    return b.build()
+
+
+def wordcount(topic: str, out: str) -> Topology:
+    """``examples/wordcount.py`` on other topics: split lines, group by word (a repartition), count
+    (the record cache on, as in the example and Kafka Streams' WordCountLambdaExample)."""
+    from examples.wordcount import split_words
+
+    b = StreamsBuilder(default_key_serde=StringSerde(), default_value_serde=StringSerde())
+    (b.stream(topic).flat_map_values(split_words)
+      .group_by(lambda _key, word: word)
+      .count("counts")
+      .to_stream().to(out, value_serde=LongSerde()))
     return b.build()
