@@ -23,7 +23,10 @@ from loadtest.scenarios import SCENARIOS
 from loadtest.scenarios.report import table
 from loadtest.scenarios.run import Settings, run_scenario
 
-SMOKE = Settings(query_rate=20.0, ingest_rate=10.0, quiet_s=3.0, steady_s=5.0, timeout=150.0)
+#: CI: small rates, seconds of load, and a 30 s session timeout (the overlay's 3 minutes is what a
+#: scale-in waits for: static members do not leave the group when they stop)
+SMOKE = Settings(query_rate=20.0, ingest_rate=10.0, quiet_s=3.0, steady_s=5.0, timeout=150.0,
+                 session_timeout_ms=30_000)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -40,6 +43,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--steady", type=float, help=f"steady: seconds of nothing (default: {Settings.steady_s:g})")
     p.add_argument("--guarantee", choices=("exactly_once_v2", "at_least_once"),
                    help="processing.guarantee put in the rendered app.properties (default: exactly_once_v2)")
+    p.add_argument("--session-timeout-ms", type=int,
+                   help="session.timeout.ms put in the rendered app.properties (default: the overlay's)")
     p.add_argument("--timeout", type=float, help=f"seconds per wait (default: {Settings.timeout:g})")
     p.add_argument("--out", required=True, help="directory for the JSON results, plots and table")
     p.add_argument("--work-dir", help="claims, logs (default: a new temporary directory)")
@@ -57,7 +62,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
     s = replace(SMOKE if args.smoke else Settings(), engine=args.engine, protocol=args.protocol)
     for field, value in (("query_rate", args.query_rate), ("ingest_rate", args.ingest_rate),
                          ("quiet_s", args.quiet), ("steady_s", args.steady), ("guarantee", args.guarantee),
-                         ("timeout", args.timeout)):
+                         ("timeout", args.timeout), ("session_timeout_ms", args.session_timeout_ms)):
         if value is not None:
             s = replace(s, **{field: value})
     return s

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import grpc
@@ -24,7 +26,8 @@ def unsettled(client: QueryClient, pods: Iterable[str], tasks: int) -> str | Non
         return f"Metadata failed: {e.code().name if isinstance(e, grpc.Call) else e}"
     seen = {i.instance_id: i for i in md.instances if i.alive}
     wanted = set(pods)
-    not_running = sorted(p for p in wanted if p not in seen or seen[p].state != "RUNNING")
+    not_running = {p: seen[p].state if p in seen else "absent" for p in sorted(wanted)
+                   if p not in seen or seen[p].state != "RUNNING"}
     if not_running:
         return f"not RUNNING: {not_running}"
     extra = sorted(set(seen) - wanted)
@@ -62,3 +65,38 @@ def restored(logs: Iterable[tuple[Path, int]]) -> int:
             continue
         total += sum(int(m.group(4)) for m in _RESTORE_END.finditer(text))
     return total
+
+
+class Watcher(threading.Thread):
+    """Samples the routing table every ``period`` s while the scenario runs: marks "rebalance"
+    when some partition stops being served by an up-to-date active (and why), "served" when
+    every one is again, and adds up the time spent unserved."""
+
+    def __init__(self, client: QueryClient, pods: Callable[[], list[str]], tasks: int,
+                 mark: Callable[[str, str], None], period: float = 0.5) -> None:
+        super().__init__(name="watcher", daemon=True)
+        self.client, self.pods, self.tasks, self.mark, self.period = client, pods, tasks, mark, period
+        self.unserved_s = 0.0
+        self.episodes = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        since: float | None = None
+        while not self._halt.wait(self.period):
+            why = unsettled(self.client, self.pods(), self.tasks)
+            now = time.monotonic()
+            if why is not None and since is None:
+                since = now
+                self.episodes += 1
+                self.mark("rebalance" if "REBALANCING" in why else "unserved", why[:120])
+            elif why is None and since is not None:
+                self.unserved_s += now - since
+                since = None
+                self.mark("served", "")
+        if since is not None:
+            self.unserved_s += time.monotonic() - since
+
+    def stop(self) -> float:
+        self._halt.set()
+        self.join(30)
+        return round(self.unserved_s, 1)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 COLUMNS = ("scenario", "queries", "failed", "stale (flagged)", "unflagged stale", "max stale lag (records)",
-           "max staleness (s)", "p50 / p99 / p99.9 / max (ms)", "action (s)", "settled after (s)",
+           "max staleness (s)", "p50 / p99 / p99.9 / max (ms)", "action (s)", "settled after (s)", "unserved (s)",
            "records restored", "records lost", "double-counted", "counts exact")
 
 
@@ -23,7 +23,7 @@ def row(r: dict[str, Any]) -> list[str]:
             str(load.get("stale_unflagged", "?")), str(load.get("max_stale_lag_records", "?")),
             str(load.get("max_staleness_s", "?")),
             " / ".join(f"{lat.get(k, 0):.1f}" for k in ("p50", "p99", "p99.9", "max")),
-            str(r.get("action_s")), str(r.get("settled_s")), str(r.get("records_restored")),
+            str(r.get("action_s")), str(r.get("settled_s")), str(r.get("unserved_s")), str(r.get("records_restored")),
             str(r.get("records_lost")), str(r.get("records_double_counted")),
             "yes" if r.get("counts_exact") else f"no (after {r.get('settings', {}).get('timeout')} s)"]
 

@@ -25,13 +25,13 @@ from loadtest.k8s_sim.smoke import K8S, EventLog
 from loadtest.k8s_sim.statefulset import CLUSTER_DOMAIN, Options, StatefulSetSim, local_commands
 from loadtest.loadgen.plot import plot
 from loadtest.scenarios.ingest import Ingest
-from loadtest.scenarios.observe import read_counts, restored, unsettled
+from loadtest.scenarios.observe import Watcher, read_counts, restored, unsettled
 from router.client import QueryClient
 from router.security import Security
 
 #: events worth a line on the plot
-PLOTTED = frozenset({"step", "signal", "container exited", "volume lost", "ready", "terminated", "scale",
-                     "rolling update", "settled"})
+PLOTTED = frozenset({"step", "signal", "volume lost", "ready", "terminated", "scale", "rolling update",
+                     "rebalance", "unserved", "served"})
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Settings:
     partitions: int = 6
     replicas: int = 3
     guarantee: str = "exactly_once_v2"
+    #: session.timeout.ms put in app.properties (None: the overlay's)
+    session_timeout_ms: int | None = None
     timeout: float = 300.0
     overlay: str = "dev"
 
@@ -67,6 +69,9 @@ def patched(rendered: Rendered, settings: Settings) -> Rendered:
         if d["kind"] == "ConfigMap" and "app.properties" in (d.get("data") or {}):
             text = d["data"]["app.properties"]
             text = re.sub(r"(?m)^processing\.guarantee=.*$", f"processing.guarantee={settings.guarantee}", text)
+            if settings.session_timeout_ms is not None:
+                text = re.sub(r"(?m)^session\.timeout\.ms=.*$", f"session.timeout.ms={settings.session_timeout_ms}",
+                              text)
             if settings.engine == "kafka":
                 text = re.sub(r"(?m)^replication\.factor=.*$", "replication.factor=1", text)
             d["data"]["app.properties"] = text
@@ -169,7 +174,6 @@ class Scenario:
         while True:
             why = unsettled(client, [p.name for p in self.sts.pods.values()], tasks)
             if why is None:
-                self.log.mark("settled", "")
                 return round(time.monotonic() - since, 1)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not settled within {self.s.timeout:.0f} s: {why}")
@@ -246,9 +250,13 @@ class Scenario:
                                 "--rate", str(self.s.query_rate), "--duration", "0", "--out", str(load_dir),
                                 "--title", f"{self.name} ({self.s.engine})"], self.root / "loadgen.log")
             self.log.mark("load on", f"{self.s.protocol} {self.s.query_rate:g}/s, ingest {self.s.ingest_rate:g}/s")
+            watcher = Watcher(client, lambda: [p.name for p in list(sts.pods.values())], tasks, self.log.mark)
+            watcher.start()
             time.sleep(self.s.quiet_s)
             self._action(sts, client, tasks)
             time.sleep(self.s.quiet_s)
+            self.result["unserved_s"] = watcher.stop()
+            self.result["unserved_episodes"] = watcher.episodes
             load.send_signal(signal.SIGTERM)
             load.wait(120)
             truth = ingest.stop()
