@@ -47,10 +47,10 @@ async def _one(target: Target, key: str, began: float, rec: Recorder) -> None:
     try:
         answer = await target.get(key)
     except QueryFailed as e:
-        rec.failed(e.status, time.monotonic() - began)
+        rec.failed(e.status, time.monotonic() - began, detail=str(e))
         return
     except Exception as e:  # a client defect is a result too, never a crash of the run
-        rec.failed(f"CLIENT {type(e).__name__}", time.monotonic() - began)
+        rec.failed(f"CLIENT {type(e).__name__}", time.monotonic() - began, detail=str(e))
         return
     rec.answered(key, answer, time.monotonic() - began)
 

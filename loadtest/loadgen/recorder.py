@@ -48,6 +48,8 @@ class Recorder:
         self.hist = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
         self.ok = 0
         self.errors: collections.Counter[str] = collections.Counter()
+        #: status -> the first error's details (what to look up in the logs)
+        self.error_examples: dict[str, str] = {}
         self.stale_flagged = 0
         self.stale_unflagged = 0
         self.unflagged_examples: list[str] = []
@@ -96,10 +98,11 @@ class Recorder:
         i = bisect.bisect_right(values, value)
         return max(0.0, wall - times[i]) if i < len(values) else 0.0
 
-    def failed(self, status: str, latency_s: float, wall: float | None = None) -> None:
+    def failed(self, status: str, latency_s: float, wall: float | None = None, detail: str = "") -> None:
         wall = time.time() if wall is None else wall
         self.latency(latency_s, wall)
         self.errors[status] += 1
+        self.error_examples.setdefault(status, detail[:300])
         self._second(wall).errors += 1
 
     # -- results ----------------------------------------------------------------------------------
@@ -128,6 +131,7 @@ class Recorder:
         return {
             "started_wall": self.started_wall, "requests": total, "ok": self.ok,
             "failed": sum(self.errors.values()), "errors": dict(self.errors.most_common()),
+            "error_examples": self.error_examples,
             "latency_ms": self.latency_ms() if total else {},
             "stale_flagged": self.stale_flagged,
             "stale_fraction": round(self.stale_flagged / self.ok, 5) if self.ok else 0.0,

@@ -47,6 +47,9 @@ class Settings:
     partitions: int = 6
     replicas: int = 3
     guarantee: str = "exactly_once_v2"
+    #: the load generator's outstanding queries at most: enough that keys whose replica hangs for
+    #: the client's whole deadline do not hold back the others (10 s x the rate)
+    max_in_flight: int = 4000
     #: session.timeout.ms put in app.properties (None: the overlay's)
     session_timeout_ms: int | None = None
     timeout: float = 300.0
@@ -247,7 +250,8 @@ class Scenario:
             ingest.start()
             target = ["--grpc", seed] if self.s.protocol == "grpc" else ["--rest", self._gateway(seed, token)]
             load = self._spawn([sys.executable, "-m", "loadtest.loadgen", *target, "--token", token,
-                                "--rate", str(self.s.query_rate), "--duration", "0", "--out", str(load_dir),
+                                "--rate", str(self.s.query_rate), "--duration", "0",
+                                "--max-in-flight", str(self.s.max_in_flight), "--out", str(load_dir),
                                 "--title", f"{self.name} ({self.s.engine})"], self.root / "loadgen.log")
             self.log.mark("load on", f"{self.s.protocol} {self.s.query_rate:g}/s, ingest {self.s.ingest_rate:g}/s")
             watcher = Watcher(client, lambda: [p.name for p in list(sts.pods.values())], tasks, self.log.mark)
