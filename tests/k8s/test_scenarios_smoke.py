@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from devtools.engines import test_engine
+from devtools import engines
 from loadtest.k8s_sim.manifests import kubectl
 from loadtest.k8s_sim.namespace import can_isolate
 from loadtest.scenarios import SCENARIOS
@@ -30,7 +30,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
             pytest.fail(f"the scenarios cannot run under CI=true: {why}")
         pytest.skip(f"the scenarios cannot run here: {why}")
     out, work = tmp_path_factory.mktemp("scenarios"), tmp_path_factory.mktemp("scenarios-work")
-    engine = test_engine()
+    engine = engines.test_engine()
     proc = subprocess.run([sys.executable, "-m", "loadtest.scenarios", "--smoke", "--engine", engine,
                            "--out", str(out), "--work-dir", str(work)],
                           capture_output=True, text=True, timeout=2400, cwd=K8S.parent)
@@ -44,7 +44,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
 
 
 def result(results: dict[str, dict[str, Any]], scenario: str) -> dict[str, Any]:
-    if scenario == "scale" and test_engine() == "dev":
+    if scenario == "scale" and engines.test_engine() == "dev":
         assert "scale" not in results, "scale-in settles on the dev broker now: remove this xfail"
         pytest.xfail("the dev broker (noida-db 0.2.3) never removes a static member that stopped without "
                      "leaving, even after session.timeout.ms: after a scale-in the departed pods' partitions stay "
