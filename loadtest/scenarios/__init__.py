@@ -6,6 +6,7 @@ rolling update, scale 3 -> 5 -> 3, a pod killed (-9), a node lost with its volum
 ingest.py    the input at a steady rate, and the truth (word counts of acknowledged lines)
 observe.py   the routing table (settled?), the counts at the end, records restored
 run.py       one scenario: cluster up, load and ingest on, the action, the measurements
+report.py    the Markdown table of the results
 """
 
 SCENARIOS = ("steady", "rolling-update", "scale", "kill", "node-lost")

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -317,9 +316,6 @@ class Scenario:
             self.result["exit_codes"] = self.sts.close()
         self.net.close()
         self.broker.stop()
-
-
-Runner = Callable[[str, Settings, Path, Path], dict[str, Any]]
 
 
 def run_scenario(name: str, settings: Settings, root: Path, out: Path) -> dict[str, Any]:
