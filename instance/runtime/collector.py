@@ -91,6 +91,7 @@ class RecordCollector:
         self._lock = threading.Lock()
         self.on_delivery_error: Callable[[KafkaError, Any], None] | None = None
         self.transaction_timeout_ms = int(conf.get("transaction.timeout.ms", 60_000))
+        self.transactional_id: str | None = conf.get("transactional.id")
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              partition: int = -1, headers: Headers | None = None) -> None:

@@ -44,8 +44,10 @@ from typing import TYPE_CHECKING
 
 from instance.config import StreamsConfig
 from instance.runtime.group_admin import (
+    GroupAdminError,
     GroupMember,
     describe_group_members,
+    fence_transactional_id,
     fence_transactions,
     remove_members,
 )
@@ -97,6 +99,9 @@ class MembershipCoordinator:
         self._publish_now = publish_now
         self._threads = threads
         self._publish_tombstone = publish_tombstone
+        #: transactional ids of producers this instance replaced -> when to fence next (monotonic)
+        self._replaced: dict[str, float] = {}
+        self._replaced_lock = threading.Lock()
         self._view_loaded = view_loaded
         #: intent -> when it was first seen withdrawn (see may_resume)
         self._gone_since: dict[str, float] = {}
@@ -230,6 +235,7 @@ class MembershipCoordinator:
         unblocked from there too)."""
         if not self.enabled:
             return
+        self._fence_replaced()
         live = [i for i in self.view.instances() if self.view.is_alive(i)]
         wanted = {i.intent for i in self.view.instances() if i.intent and i.instance_id != self.me
                   and self._announcing(i)}
@@ -317,6 +323,35 @@ class MembershipCoordinator:
             log.exception("removing dead instance %s from the group failed", info.instance_id)
             self._dead_handled[(info.instance_id, info.heartbeat_ms)] = time.monotonic() + 5.0
             self.withdraw()
+
+    def fence_later(self, transactional_id: str) -> None:
+        """A producer this instance replaced (after an abort, a fence, or a broker that went away)
+        may have left a transaction open, and the dev broker never times it out: its last stable
+        offset would hold every read_committed reader (restores too) forever. Fence its id from
+        the metadata thread, again every 5 s until the broker answers."""
+        if self.enabled:
+            with self._replaced_lock:
+                self._replaced[transactional_id] = 0.0
+
+    def _fence_replaced(self) -> None:
+        now = time.monotonic()
+        with self._replaced_lock:
+            due = [tid for tid, at in self._replaced.items() if at <= now]
+            for tid in due:
+                self._replaced[tid] = float("inf")  # in flight
+        for tid in due:
+            threading.Thread(target=self._fence_one, args=(tid,), daemon=True, name=f"{self.me}-fence-own").start()
+
+    def _fence_one(self, transactional_id: str) -> None:
+        try:
+            fence_transactional_id(self.config.bootstrap_servers, transactional_id, timeout=10.0)
+        except GroupAdminError as e:
+            log.info("fencing replaced producer %s failed (%s); trying again in 5 s", transactional_id, e)
+            with self._replaced_lock:
+                self._replaced[transactional_id] = time.monotonic() + 5.0
+            return
+        with self._replaced_lock:
+            self._replaced.pop(transactional_id, None)
 
     def _fence(self, instance_id: str) -> None:
         """Abort the open transactions of a dead instance (or of our previous run) now, or the last

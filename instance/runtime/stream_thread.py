@@ -167,6 +167,7 @@ class StreamThread(threading.Thread):
                                  self._new_collector, reader, self.errors)
         self.tasks.global_stores = self.global_stores
         if self._membership is not None:
+            self.tasks.on_producer_replaced = self._membership.fence_later
             self._membership.prepare_join(static=bool(self.config.group_instance_id))
         self._subscribe(self.tasks)
         return self.tasks

@@ -88,6 +88,9 @@ class TaskManager:
         self._in_txn = False
         #: a transaction was aborted because the group moved on: the thread must rejoin
         self.rejoin_requested = False
+        #: told the transactional id of each producer replaced here (runtime/membership.py fences it
+        #: on the dev broker, which never times out the transaction it may have left open)
+        self.on_producer_replaced: Callable[[str], None] | None = None
         #: records handed to tasks and not processed yet
         self.buffered = False
         self.last_commit = time.monotonic()
@@ -310,8 +313,10 @@ class TaskManager:
         on, since one that aborted must not write again (runtime/membership.py says why). The
         next tasks are created with the new one."""
         self.close_tasks(list(self.tasks), clean=False)
-        old = self.collector.producer
+        old, old_id = self.collector.producer, self.collector.transactional_id
         self.collector = self._new_collector()
+        if old_id is not None and self.on_producer_replaced is not None:
+            self.on_producer_replaced(old_id)
         with contextlib.suppress(KafkaException, SystemError):  # a producer that failed fatally raises
             old.flush(0)
 
