@@ -147,12 +147,6 @@ class Smoke:
         self.out["events"] = self.log.events
         return self.out
 
-    def _seed(self, sts: StatefulSetSim) -> tuple[str, str]:
-        port = next(p["containerPort"] for p in sts.container["ports"] if p["name"] == "grpc")
-        auth = next(v for v in pod_template(sts.sts)["spec"]["volumes"] if v["name"] == "auth")
-        token = sts.rendered.secret_data(auth["secret"]["secretName"])["token"]  # the file the pods read
-        return f"iqmesh-query.{sts.namespace}.svc.{CLUSTER_DOMAIN}:{port}", token
-
     def _feed(self) -> None:
         from devtools.cluster import produce, sample_lines
         from examples.wordcount import INPUT_TOPIC, split_words
@@ -164,7 +158,7 @@ class Smoke:
 
     def _exact(self) -> float:
         assert self.sts is not None
-        seed, token = self._seed(self.sts)
+        seed, token = query_seed(self.sts)
         return round(wait_counts(seed, token, self.expected, self.timeout), 1)
 
     def _start(self, sts: StatefulSetSim) -> None:
@@ -214,3 +208,12 @@ def smoke(overlay: str, steps: tuple[str, ...], lines: int = 500, partitions: in
     root = Path(work_dir or tempfile.mkdtemp(prefix="k8s-sim-"))
     out = Smoke(render(K8S / "overlays" / overlay), root, lines, partitions, timeout).run(steps)
     return {"overlay": overlay, "steps": list(steps), **out}
+
+
+def query_seed(sts: StatefulSetSim) -> tuple[str, str]:
+    """The client Service's address (a seed for QueryClient) and the bearer token the pods read
+    from their mounted Secret."""
+    port = next(p["containerPort"] for p in sts.container["ports"] if p["name"] == "grpc")
+    auth = next(v for v in pod_template(sts.sts)["spec"]["volumes"] if v["name"] == "auth")
+    token = sts.rendered.secret_data(auth["secret"]["secretName"])["token"]
+    return f"iqmesh-query.{sts.namespace}.svc.{CLUSTER_DOMAIN}:{port}", token

@@ -20,8 +20,8 @@ from typing import Any
 
 from loadtest.k8s_sim.manifests import Rendered, render
 from loadtest.k8s_sim.network import NODE_IP, ClusterNetwork
-from loadtest.k8s_sim.smoke import K8S, EventLog
-from loadtest.k8s_sim.statefulset import CLUSTER_DOMAIN, Options, StatefulSetSim, local_commands
+from loadtest.k8s_sim.smoke import K8S, EventLog, query_seed
+from loadtest.k8s_sim.statefulset import Options, StatefulSetSim, local_commands
 from loadtest.loadgen.plot import plot
 from loadtest.scenarios.ingest import Ingest
 from loadtest.scenarios.observe import Watcher, read_counts, restored, unsettled
@@ -139,11 +139,6 @@ class Scenario:
         sts.scale(self.s.replicas, timeout=self.s.timeout)
         return sts
 
-    def _seed(self, sts: StatefulSetSim) -> tuple[str, str]:
-        port = next(p["containerPort"] for p in sts.container["ports"] if p["name"] == "grpc")
-        token = next(iter(sts.pods.values())).env.get("IQMESH_AUTH_TOKEN", "")
-        return f"iqmesh-query.{sts.namespace}.svc.{CLUSTER_DOMAIN}:{port}", token
-
     def _spawn(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         with open(log, "ab") as f:
             p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -239,7 +234,7 @@ class Scenario:
         load_dir = self.root / "load"
         try:
             sts = self._cluster()
-            seed, token = self._seed(sts)
+            seed, token = query_seed(sts)
             client = QueryClient(seed, timeout=10, security=Security(token=token))
             tasks = self._count_tasks(client)
             self.result["tasks"] = tasks

@@ -36,7 +36,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
                           capture_output=True, text=True, timeout=2400, cwd=K8S.parent)
     found = {p.stem.split("-", 1)[1]: json.loads(p.read_text()) for p in out.glob(f"{engine}-*.json")
              if not p.name.endswith(".timeline.json")}
-    expected = set(SCENARIOS) - ({"scale"} if engine == "dev" else set())
+    expected = set(SCENARIOS)
     logs = "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-2000:]}" for p in sorted(work.rglob("*.log")))
     assert expected <= set(found), f"{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}\n{logs}"
     assert (out / f"{engine}-summary.md").read_text().count("\n") == 2 + len(SCENARIOS)
@@ -44,11 +44,6 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
 
 
 def result(results: dict[str, dict[str, Any]], scenario: str) -> dict[str, Any]:
-    if scenario == "scale" and engines.test_engine() == "dev":
-        assert "scale" not in results, "scale-in settles on the dev broker now: remove this xfail"
-        pytest.xfail("the dev broker (noida-db 0.2.3) never removes a static member that stopped without "
-                     "leaving, even after session.timeout.ms: after a scale-in the departed pods' partitions stay "
-                     "unowned (Apache Kafka removes them; run with IQMESH_BROKER=kafka)")
     return results[scenario]
 
 
