@@ -207,7 +207,10 @@ class TaskManager:
                 self.collector.flush(self.config.task_timeout_ms, self.name)
                 if offsets and not self._commit_offsets(offsets):
                     return False
-        except ProducerLostException as e:
+        except (ProducerLostException, TaskTimeoutException) as e:
+            # the producer failed, or the broker did not take the records or the commit within
+            # task.timeout.ms: start over from the last commit once it answers (at-least-once
+            # processes those records again) instead of ending the thread on a broker outage
             self._producer_lost(str(e))
             return False
         for task in running:
@@ -318,6 +321,9 @@ class TaskManager:
         if old_id is not None and self.on_producer_replaced is not None:
             self.on_producer_replaced(old_id)
         with contextlib.suppress(KafkaException, SystemError):  # a producer that failed fatally raises
+            # what it still holds must never be written: a changelog record delivered later would
+            # land after the next owner's and corrupt every restore from then on
+            old.purge()
             old.flush(0)
 
     # -- assignment ---------------------------------------------------------------------------------
