@@ -2,6 +2,7 @@
 
 from instance.runtime.punctuation import Cancellable, PunctuationType
 from instance.topology.builder import KGroupedStream, KStream, Materialized, StreamsBuilder
+from instance.topology.fk_join import TableJoined
 from instance.topology.global_table import GlobalKTable
 from instance.topology.ktable import KGroupedTable, KTable
 from instance.topology.processor import (
@@ -28,6 +29,7 @@ from instance.topology.windows import (
 )
 
 __all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "GlobalKTable", "Joined",
+           "TableJoined",
            "Materialized", "Topology", "Processor", "ContextualProcessor", "BaseProcessor", "ProcessorContext",
            "Record", "RecordMetadata", "PunctuationType", "Cancellable",
            # windows, joins, suppression

@@ -166,15 +166,30 @@ class KTable:
                              value_serde or self.value_serde or b.default_value_serde)
 
     # -- joins -----------------------------------------------------------------------------------------
-    def join(self, other: KTable, joiner: Callable[[Any, Any], Any],
-             materialized: MaterializedArg = None, name: str | None = None) -> KTable:
-        from instance.topology.table_joins import table_table_join
-        return table_table_join(self, other, joiner, TP.INNER, materialized, name)
+    def join(self, other: KTable, joiner: Callable[..., Any], *args: Any, **kwargs: Any) -> KTable:
+        """``join(other, joiner[, materialized][, name])``: both tables keyed alike; or a
+        foreign-key join (KIP-213), ``join(other, foreign_key_extractor, joiner[, table_joined]
+        [, materialized])``: the extractor (``f(value)`` or ``f(key, value)``) gives each row the
+        key of the ``other`` row it joins (instance/topology/fk_join.py)."""
+        return self._join(TP.INNER, other, joiner, args, kwargs)
 
-    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
-                  materialized: MaterializedArg = None, name: str | None = None) -> KTable:
+    def left_join(self, other: KTable, joiner: Callable[..., Any], *args: Any, **kwargs: Any) -> KTable:
+        """As :meth:`join`; every row of this table has a result, with None for a missing
+        ``other`` row."""
+        return self._join(TP.LEFT, other, joiner, args, kwargs)
+
+    def _join(self, mode: str, other: KTable, first: Callable[..., Any], args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> KTable:
+        if args and callable(args[0]) or "foreign_key_extractor" in kwargs:
+            from instance.topology.fk_join import fk_join, split_args
+            if "foreign_key_extractor" in kwargs:  # join(other, foreign_key_extractor=f, joiner=j)
+                extractor, joiner = kwargs.pop("foreign_key_extractor"), first
+            else:
+                extractor, joiner, args = first, args[0], args[1:]
+            table_joined, materialized = split_args(args, kwargs)
+            return fk_join(self, other, extractor, joiner, mode == TP.LEFT, table_joined, materialized)
         from instance.topology.table_joins import table_table_join
-        return table_table_join(self, other, joiner, TP.LEFT, materialized, name)
+        return table_table_join(self, other, first, mode, *args, **kwargs)
 
     def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
                    materialized: MaterializedArg = None, name: str | None = None) -> KTable:
