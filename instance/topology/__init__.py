@@ -5,6 +5,7 @@ from instance.topology.builder import KGroupedStream, KStream, Materialized, Str
 from instance.topology.fk_join import TableJoined
 from instance.topology.global_table import GlobalKTable
 from instance.topology.ktable import KGroupedTable, KTable
+from instance.topology.options import Consumed, Grouped, Produced
 from instance.topology.processor import (
     BaseProcessor,
     ContextualProcessor,
@@ -29,7 +30,7 @@ from instance.topology.windows import (
 )
 
 __all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "GlobalKTable", "Joined",
-           "TableJoined",
+           "TableJoined", "Consumed", "Produced", "Grouped",
            "Materialized", "Topology", "Processor", "ContextualProcessor", "BaseProcessor", "ProcessorContext",
            "Record", "RecordMetadata", "PunctuationType", "Cancellable",
            # windows, joins, suppression

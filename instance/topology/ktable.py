@@ -155,15 +155,20 @@ class KTable:
 
     # -- regrouping -----------------------------------------------------------------------------------
     def group_by(self, selector: Callable[[Any, Any], tuple[Any, Any] | None],
-                 key_serde: Serde | None = None, value_serde: Serde | None = None) -> KGroupedTable:
+                 key_serde: Any = None, value_serde: Serde | None = None, grouped: Any = None) -> KGroupedTable:
         """``selector(key, value) -> (new_key, new_value)``; aggregations of the result go
-        through a repartition topic that carries old and new values."""
+        through a repartition topic that carries old and new values (named after a
+        ``Grouped``'s name if given, else after the store)."""
+        from instance.topology.builder import _grouped
+        g, key_serde, value_serde = _grouped(grouped, key_serde, value_serde)
         b = self._b
         self.enable_send_old_values()
         node = b.new_name("KTABLE-SELECT-")
         b.topology.add_processor(node, lambda: TP.TableRepartitionMapProcessor(selector), self.node)
-        return KGroupedTable(b, node, key_serde or b.default_key_serde,
-                             value_serde or self.value_serde or b.default_value_serde)
+        out = KGroupedTable(b, node, key_serde or b.default_key_serde,
+                            value_serde or self.value_serde or b.default_value_serde)
+        out.repartition_name = g.name
+        return out
 
     # -- joins -----------------------------------------------------------------------------------------
     def join(self, other: KTable, joiner: Callable[..., Any], *args: Any, **kwargs: Any) -> KTable:
@@ -206,6 +211,8 @@ class KGroupedTable:
         self.node = node
         self.key_serde = key_serde
         self.value_serde = value_serde
+        #: ``Grouped``'s name: the repartition topic is ``<name>-repartition`` (else the store's)
+        self.repartition_name: str | None = None
 
     def _aggregate(self, prefix: str, materialized: MaterializedArg, agg_value_serde: Serde | None,
                    make: Callable[[str, OldValues], Any]) -> KTable:
@@ -218,7 +225,7 @@ class KGroupedTable:
         ks = m.key_serde or self.key_serde
         # as Kafka Streams: store name, then sink, source, and the aggregate's node
         store = m.name or b.new_name(f"{prefix}STATE-STORE-")
-        topic = f"{store}-repartition"
+        topic = f"{self.repartition_name or store}-repartition"
         sink, source = b.new_name("KSTREAM-SINK-"), b.new_name("KSTREAM-SOURCE-")
         node = b.new_name(prefix)
         changes = ChangeSerde(self.value_serde)
