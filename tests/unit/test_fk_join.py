@@ -233,3 +233,39 @@ def test_wire_formats_round_trip() -> None:
         r = W.Response(h, None, 2)
         assert W.ResponseSerde(S).deserialize(W.ResponseSerde(S).serialize(r)) == r
     assert W.ResponseSerde(S).deserialize(W.ResponseSerde(S).serialize(W.Response(None, "", 1))).foreign_value == ""
+
+
+def test_result_regrouped_downstream_gets_old_values() -> None:
+    """A regrouping of the join result subtracts the old result: the result table sends old
+    values when asked (orders per customer name)."""
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    orders, customers = b.table("orders", "orders-store"), b.table("customers", "customers-store")
+    joined = orders.join(customers, customer_of, lambda o, c: c)
+    joined.group_by(lambda order, name: (name, order)).count(Materialized.as_("per-name"))
+    with TopologyTestDriver(b.build()) as d:
+        o, c = d.create_input_topic("orders", S, S), d.create_input_topic("customers", S, S)
+        c.pipe_input("c1", "Ann", 1)
+        c.pipe_input("c2", "Bob", 2)
+        for i in range(3):
+            o.pipe_input(f"o{i}", "c1:x", 3 + i)
+        o.pipe_input("o0", "c2:x", 10)   # moves to Bob
+        c.pipe_input("c1", "Ann B", 11)  # renames: o1, o2 move from Ann to Ann B
+        store = d.get_key_value_store("per-name")
+        assert {k: store.get(k) for k in ("Ann", "Ann B", "Bob")} == {"Ann": 0, "Ann B": 2, "Bob": 1}
+
+
+def test_self_join_employee_to_manager() -> None:
+    """Both sides may be one table (an employee's manager is another employee)."""
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    staff = b.table("staff", "staff-store")
+    staff.left_join(staff, lambda v: v.split(">")[1] or None, lambda e, m: f"{e} reports to {m}",
+                    Materialized.as_("chain"))
+    with TopologyTestDriver(b.build()) as d:
+        t = d.create_input_topic("staff", S, S)
+        t.pipe_input("ann", "Ann>", 1)
+        t.pipe_input("bob", "Bob>ann", 2)
+        chain = d.get_key_value_store("chain")
+        assert chain.get("bob") == "Bob>ann reports to Ann>"
+        assert chain.get("ann") == "Ann> reports to None"
+        t.pipe_input("ann", "Ann B>", 3)
+        assert chain.get("bob") == "Bob>ann reports to Ann B>"
