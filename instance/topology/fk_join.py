@@ -146,9 +146,9 @@ def fk_join(left: KTable, right: KTable, extractor: Callable[..., Any], joiner: 
     topo.add_processor(receive, lambda: FP.SubscriptionReceiveProcessor(store), sub_source)
     topo.add_state_store(StoreSpec(store, W.CombinedKeySerde(fk_serde, pk_serde), subs,
                                    caching_enabled=False, timestamped=True), receive)
-    right_getter = right.connect_getter  # connected below, once the node exists
-    topo.add_processor(answer, lambda: FP.SubscriptionJoinProcessor(getter), receive)
-    getter = right_getter(answer)
+    # the getters are connected once their reader exists; the suppliers run at task build time
+    topo.add_processor(answer, lambda: FP.SubscriptionJoinProcessor(right_getter), receive)
+    right_getter = right.connect_getter(answer)
     topo.add_processor(foreign, lambda: FP.ForeignTableJoinProcessor(store), right.node)
     topo.connect_processor_and_state_stores(store, foreign)
     topo.add_sink(resp_sink, resp_topic, answer, foreign, key_serde=pk_serde, value_serde=responses)

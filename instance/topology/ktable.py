@@ -185,7 +185,7 @@ class KTable:
 
     def _join(self, mode: str, other: KTable, first: Callable[..., Any], args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> KTable:
-        if args and callable(args[0]) or "foreign_key_extractor" in kwargs:
+        if (args and callable(args[0])) or "foreign_key_extractor" in kwargs:
             from instance.topology.fk_join import fk_join, split_args
             if "foreign_key_extractor" in kwargs:  # join(other, foreign_key_extractor=f, joiner=j)
                 extractor, joiner = kwargs.pop("foreign_key_extractor"), first
