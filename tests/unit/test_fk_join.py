@@ -269,3 +269,14 @@ def test_self_join_employee_to_manager() -> None:
         assert chain.get("ann") == "Ann> reports to None"
         t.pipe_input("ann", "Ann B>", 3)
         assert chain.get("bob") == "Bob>ann reports to Ann B>"
+
+
+def test_keyword_form() -> None:
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    orders, customers = b.table("orders"), b.table("customers")
+    orders.join(customers, foreign_key_extractor=customer_of, joiner=joiner,
+                materialized=Materialized.as_("kw"), table_joined=TableJoined.as_("kwj"))
+    with TopologyTestDriver(b.build()) as d:
+        d.create_input_topic("customers", S, S).pipe_input("c1", "Ann", 1)
+        d.create_input_topic("orders", S, S).pipe_input("o1", "c1:pen", 2)
+        assert d.get_key_value_store("kw").get("o1") == "c1:pen/Ann"
