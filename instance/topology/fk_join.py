@@ -144,12 +144,12 @@ def fk_join(left: KTable, right: KTable, extractor: Callable[..., Any], joiner: 
     # right side: subscriptions in, answered now and whenever the right row changes
     topo.add_source(sub_source, sub_topic, key_serde=fk_serde, value_serde=subs)
     topo.add_processor(receive, lambda: FP.SubscriptionReceiveProcessor(store), sub_source)
-    topo.add_state_store(StoreSpec(store, W.CombinedKeySerde(fk_serde, pk_serde), subs,
-                                   caching_enabled=False, timestamped=True), receive)
+    keys = W.CombinedKeySerde(fk_serde, pk_serde)
+    topo.add_state_store(StoreSpec(store, keys, subs, caching_enabled=False, timestamped=True), receive)
     # the getters are connected once their reader exists; the suppliers run at task build time
     topo.add_processor(answer, lambda: FP.SubscriptionJoinProcessor(right_getter), receive)
     right_getter = right.connect_getter(answer)
-    topo.add_processor(foreign, lambda: FP.ForeignTableJoinProcessor(store), right.node)
+    topo.add_processor(foreign, lambda: FP.ForeignTableJoinProcessor(store, keys, subs), right.node)
     topo.connect_processor_and_state_stores(store, foreign)
     topo.add_sink(resp_sink, resp_topic, answer, foreign, key_serde=pk_serde, value_serde=responses)
     topo.add_internal_topic(InternalTopic(resp_topic))

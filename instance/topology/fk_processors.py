@@ -162,28 +162,48 @@ class ForeignTableJoinProcessor(BaseProcessor):
     the subscription store), with the new value (None: deleted), at the change's time (Kafka
     Streams' ``ForeignTableJoinProcessorSupplier``)."""
 
-    def __init__(self, store_name: str) -> None:
+    def __init__(self, store_name: str, keys: W.CombinedKeySerde, subscriptions: W.SubscriptionSerde) -> None:
         self.store_name = store_name
+        self.keys = keys
+        self.subscriptions = subscriptions
         self.dropped_records = 0
 
     def init(self, context: ProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store(self.store_name)
 
+    def subscribers(self, foreign_key: Any) -> list[tuple[Any, Any]]:
+        """``(primary key, subscription)`` of every subscriber of ``foreign_key``, by a range of
+        the bytes store over the key prefix, as Kafka Streams scans its bytes store: the typed
+        layer's range would serialize every cached key per scan. Pending subscriptions are written
+        below first (the store forwards nothing, so this only moves a batch write earlier)."""
+        store = self.store
+        store.flush_cache()
+        prefix = self.keys.prefix(foreign_key)
+        n = len(prefix)
+        pk_of, sub_of = self.keys.pk.deserialize, self.subscriptions.deserialize
+        # a timestamped store's bytes are Kafka Streams' ValueAndTimestamp: 8-byte time, value
+        return [(pk_of(kb[n:]), sub_of(vb[8:])) for kb, vb in store.inner.items(prefix, _after_prefix(prefix))]
+
     def process(self, foreign_key: Any, change: Any) -> None:
         if foreign_key is None:
             self.dropped_records += 1
             return
         new = change.new_value
-        answers = []
-        # keys of one foreign key are contiguous from their prefix on: stop at the first other one
-        for ck, sub in self.store.range(W.CombinedKey(foreign_key, None), None):
-            if ck.foreign_key != foreign_key:
-                break
-            answers.append((ck.primary_key, W.Response(sub.hash, new, sub.primary_partition)))
         fwd = self.forward
-        for pk, response in answers:
-            fwd(pk, response)
+        for pk, sub in self.subscribers(foreign_key):
+            fwd(pk, W.Response(sub.hash, new, sub.primary_partition))
+
+
+def _after_prefix(prefix: bytes) -> bytes | None:
+    """The smallest key after every key starting with ``prefix`` (None: no such key)."""
+    b = bytearray(prefix)
+    while b and b[-1] == 0xFF:
+        b.pop()
+    if not b:
+        return None
+    b[-1] += 1
+    return bytes(b)
 
 
 class ResponseJoinProcessor(BaseProcessor):
