@@ -280,3 +280,10 @@ def test_keyword_form() -> None:
         d.create_input_topic("customers", S, S).pipe_input("c1", "Ann", 1)
         d.create_input_topic("orders", S, S).pipe_input("o1", "c1:pen", 2)
         assert d.get_key_value_store("kw").get("o1") == "c1:pen/Ann"
+
+
+def test_prefix_end_of_the_subscription_scan() -> None:
+    from instance.topology.fk_processors import _after_prefix
+    assert _after_prefix(b"\x00\x00\x00\x02ab") == b"\x00\x00\x00\x02ac"
+    assert _after_prefix(b"\x00\x00\x00\x02a\xff") == b"\x00\x00\x00\x02b"
+    assert _after_prefix(b"\xff\xff") is None
