@@ -87,7 +87,8 @@ def _params(template: str, draw: st.DrawFn) -> dict[str, Any]:
     if template == "global_join":
         return {"mode": draw(mode2)}
     if template == "fk_join":
-        return {"mode": draw(mode2), "caching": draw(st.booleans())}
+        return {"mode": draw(mode2), "caching": draw(st.booleans()),
+                "extractor": draw(st.sampled_from(["value", "key_value"]))}
     raise ValueError(f"unknown template {template}")
 
 

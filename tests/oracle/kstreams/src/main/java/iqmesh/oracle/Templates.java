@@ -225,6 +225,11 @@ final class Templates {
         return "4".equals(v) ? null : String.valueOf("abc".charAt((int) (num(v) % 3)));
     }
 
+    /** The foreign key of a left row from its key and value: shifted by the key's place in "abc". */
+    static String foreignKeyOf(String k, String v) {
+        return "4".equals(v) ? null : String.valueOf("abc".charAt((int) ((num(v) + "abc".indexOf(k)) % 3)));
+    }
+
     /** A foreign-key table-table join (KIP-213), inner or left; caching on or off on every store. */
     static Built fkJoin(JsonNode p) {
         StreamsBuilder b = new StreamsBuilder();
@@ -235,10 +240,16 @@ final class Templates {
         Materialized<String, String, KeyValueStore<Bytes, byte[]>> m = caching(
                 Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("join-store")
                         .withKeySerde(S).withValueSerde(S), p);
-        java.util.function.Function<String, String> fk = Templates::foreignKey;
-        KTable<String, String> joined = "left".equals(p.get("mode").asText())
-                ? left.leftJoin(right, fk, Templates::pair, m)
-                : left.join(right, fk, Templates::pair, m);
+        boolean leftJoin = "left".equals(p.get("mode").asText());
+        KTable<String, String> joined;
+        if ("key_value".equals(p.path("extractor").asText("value"))) {
+            // KIP-1104: the extractor sees the key too
+            java.util.function.BiFunction<String, String, String> fk = Templates::foreignKeyOf;
+            joined = leftJoin ? left.leftJoin(right, fk, Templates::pair, m) : left.join(right, fk, Templates::pair, m);
+        } else {
+            java.util.function.Function<String, String> fk = Templates::foreignKey;
+            joined = leftJoin ? left.leftJoin(right, fk, Templates::pair, m) : left.join(right, fk, Templates::pair, m);
+        }
         joined.toStream().to("out", Produced.with(S, S));
         Map<String, String> stores = new LinkedHashMap<>();
         stores.put("left-store", "kv");
