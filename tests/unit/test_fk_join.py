@@ -287,3 +287,22 @@ def test_prefix_end_of_the_subscription_scan() -> None:
     assert _after_prefix(b"\x00\x00\x00\x02ab") == b"\x00\x00\x00\x02ac"
     assert _after_prefix(b"\x00\x00\x00\x02a\xff") == b"\x00\x00\x00\x02b"
     assert _after_prefix(b"\xff\xff") is None
+
+
+def test_unmaterialized_sides() -> None:
+    """Either side may be computed (a filter, a map_values): its getter reads the stores above."""
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    orders = b.table("orders").filter(lambda k, v: not v.endswith(":skip"))
+    customers = b.table("customers").map_values(str.upper)
+    orders.join(customers, customer_of, joiner, Materialized.as_("j"))
+    with TopologyTestDriver(b.build()) as d:
+        o, c = d.create_input_topic("orders", S, S), d.create_input_topic("customers", S, S)
+        c.pipe_input("c1", "ann", 1)
+        o.pipe_input("o1", "c1:pen", 2)
+        o.pipe_input("o2", "c1:skip", 3)
+        store = d.get_key_value_store("j")
+        assert (store.get("o1"), store.get("o2")) == ("c1:pen/ANN", None)
+        c.pipe_input("c1", "bo", 4)
+        assert store.get("o1") == "c1:pen/BO"
+        o.pipe_input("o1", "c1:skip", 5)  # filtered out now: the result goes
+        assert store.get("o1") is None
