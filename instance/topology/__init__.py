@@ -2,8 +2,10 @@
 
 from instance.runtime.punctuation import Cancellable, PunctuationType
 from instance.topology.builder import KGroupedStream, KStream, Materialized, StreamsBuilder
+from instance.topology.fk_join import TableJoined
 from instance.topology.global_table import GlobalKTable
 from instance.topology.ktable import KGroupedTable, KTable
+from instance.topology.options import Consumed, Grouped, Produced
 from instance.topology.processor import (
     BaseProcessor,
     ContextualProcessor,
@@ -28,6 +30,7 @@ from instance.topology.windows import (
 )
 
 __all__ = ["StreamsBuilder", "KStream", "KTable", "KGroupedStream", "KGroupedTable", "GlobalKTable", "Joined",
+           "TableJoined", "Consumed", "Produced", "Grouped",
            "Materialized", "Topology", "Processor", "ContextualProcessor", "BaseProcessor", "ProcessorContext",
            "Record", "RecordMetadata", "PunctuationType", "Cancellable",
            # windows, joins, suppression

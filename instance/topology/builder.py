@@ -8,7 +8,8 @@ after it inserts a repartition topic, which is where the topology splits into su
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from instance.errors import TopologyException
@@ -19,6 +20,7 @@ from instance.state.versioned_store import VersionedStoreSupplier
 from instance.topology import processors as P
 from instance.topology.global_table import GlobalKTable, global_table
 from instance.topology.ktable import KTable, versioned_table, with_old_values
+from instance.topology.options import Consumed, Grouped, Produced, serdes_of
 from instance.topology.processors import OldValues
 from instance.topology.topology import InternalTopic, Topology
 
@@ -44,6 +46,48 @@ class Materialized:
             return Materialized(name=name.name, caching_enabled=False,
                                 history_retention_ms=name.history_retention_ms)
         return Materialized(name=name)
+
+    # -- Kafka Streams' builder chain: each returns a copy ---------------------------------------
+    @staticmethod
+    def with_(key_serde: Serde | None = None, value_serde: Serde | None = None) -> Materialized:
+        """Serdes only; the store's name is generated (Kafka Streams' ``Materialized.with``)."""
+        return Materialized(key_serde=key_serde, value_serde=value_serde)
+
+    def with_key_serde(self, serde: Serde) -> Materialized:
+        return replace(self, key_serde=serde)
+
+    def with_value_serde(self, serde: Serde) -> Materialized:
+        return replace(self, value_serde=serde)
+
+    def with_caching_enabled(self) -> Materialized:
+        return replace(self, caching_enabled=True)
+
+    def with_caching_disabled(self) -> Materialized:
+        return replace(self, caching_enabled=False)
+
+    def with_logging_enabled(self, config: dict[str, str] | None = None) -> Materialized:
+        """Logging on (the default); topic configs for the changelog are not supported."""
+        if config:
+            raise TopologyException("changelog topic configs (with_logging_enabled(config)) are not supported")
+        return replace(self, logging_enabled=True)
+
+    def with_logging_disabled(self) -> Materialized:
+        return replace(self, logging_enabled=False)
+
+    def with_retention(self, retention: int | timedelta) -> Materialized:
+        """How long a window or session store keeps windows: milliseconds, or a timedelta (Java's
+        ``Duration``); at least window size + grace."""
+        ms = int(retention.total_seconds() * 1000) if isinstance(retention, timedelta) else retention
+        if not isinstance(ms, int) or isinstance(ms, bool) or ms < 0:
+            raise TopologyException(f"retention must be a non-negative number of ms, got {retention!r}")
+        return replace(self, retention_ms=ms)
+
+    def with_store_type(self, store_type: str) -> Materialized:
+        """``"rocks_db"`` (the default) or ``"in_memory"`` (Kafka Streams' ``StoreType``)."""
+        kind = store_type.lower().replace("-", "_") if isinstance(store_type, str) else store_type
+        if kind not in ("rocks_db", "in_memory"):
+            raise TopologyException(f"store type must be 'rocks_db' or 'in_memory', got {store_type!r}")
+        return replace(self, in_memory=kind == "in_memory")
 
 
 MaterializedArg = Materialized | str | None
@@ -72,24 +116,40 @@ class StreamsBuilder:
         self._index += 1
         return name
 
-    def stream(self, *topics: str, key_serde: Serde | None = None,
-               value_serde: Serde | None = None) -> KStream:
-        ks = key_serde or self.default_key_serde
-        vs = value_serde or self.default_value_serde
-        name = self.new_name("KSTREAM-SOURCE-")
-        self.topology.add_source(name, *topics, key_serde=ks, value_serde=vs)
+    def stream(self, *topics: str | Consumed, key_serde: Serde | None = None,
+               value_serde: Serde | None = None, consumed: Consumed | None = None) -> KStream:
+        """``stream("a", "b")``, optionally with a :class:`Consumed` (also positionally, as in
+        Java: ``stream("a", Consumed.with_(S, S))``)."""
+        names: list[str] = []
+        for t in topics:
+            if isinstance(t, Consumed):
+                if consumed is not None:
+                    raise TopologyException("Consumed given twice")
+                consumed = t
+            elif isinstance(t, str):
+                names.append(t)
+            else:
+                raise TopologyException(f"a topic name must be a string, got {type(t).__name__}")
+        c = consumed or Consumed()
+        ks = key_serde or c.key_serde or self.default_key_serde
+        vs = value_serde or c.value_serde or self.default_value_serde
+        name = c.name or self.new_name("KSTREAM-SOURCE-")
+        self.topology.add_source(name, *names, key_serde=ks, value_serde=vs,
+                                 timestamp_extractor=c.timestamp_extractor)
         return KStream(self, name, ks, vs, repartition_required=False)
 
-    def table(self, topic: str, materialized: MaterializedArg = None, key_serde: Serde | None = None,
-              value_serde: Serde | None = None) -> KTable:
-        m = _materialized(materialized)
-        ks = key_serde or m.key_serde or self.default_key_serde
-        vs = value_serde or m.value_serde or self.default_value_serde
+    def table(self, topic: str, materialized: MaterializedArg | Consumed = None, key_serde: Any = None,
+              value_serde: Serde | None = None, consumed: Consumed | None = None) -> KTable:
+        """``table(topic[, consumed][, materialized])`` as in Java, or with keyword serdes."""
+        c, m, ks, vs = _table_args(materialized, key_serde, value_serde, consumed)
+        ks = ks or c.key_serde or m.key_serde or self.default_key_serde
+        vs = vs or c.value_serde or m.value_serde or self.default_value_serde
         # as Kafka Streams: the generated store name takes its index before the two nodes
         store = m.name or self.new_name(f"{topic}-STATE-STORE-")
-        source = self.new_name("KSTREAM-SOURCE-")
-        self.topology.add_source(source, topic, key_serde=ks, value_serde=vs)
-        proc = self.new_name("KTABLE-SOURCE-")
+        source = c.name or self.new_name("KSTREAM-SOURCE-")
+        self.topology.add_source(source, topic, key_serde=ks, value_serde=vs,
+                                 timestamp_extractor=c.timestamp_extractor)
+        proc = f"{c.name}-table-source" if c.name else self.new_name("KTABLE-SOURCE-")
         flag = OldValues()
         if m.history_retention_ms is not None:
             return versioned_table(self, proc, source, store, ks, vs, m, flag)
@@ -97,14 +157,34 @@ class StreamsBuilder:
         self.topology.add_state_store(_spec(store, ks, vs, m), proc)
         return KTable(self, proc, store, ks, vs, old_values=flag)
 
-    def global_table(self, topic: str, materialized: MaterializedArg = None, key_serde: Serde | None = None,
-                     value_serde: Serde | None = None) -> GlobalKTable:
+    def global_table(self, topic: str, materialized: MaterializedArg | Consumed = None, key_serde: Any = None,
+                     value_serde: Serde | None = None, consumed: Consumed | None = None) -> GlobalKTable:
         """A table of the whole topic on every instance (instance/topology/global_table.py)."""
-        return global_table(self, topic, materialized, key_serde, value_serde)
+        c, m, ks, vs = _table_args(materialized, key_serde, value_serde, consumed)
+        if c.timestamp_extractor is not None or c.name is not None:
+            raise TopologyException("a global table's Consumed takes serdes only")
+        return global_table(self, topic, m, ks or c.key_serde, vs or c.value_serde)
 
     def build(self) -> Topology:
         self.topology.subtopologies()  # validates reachability
         return self.topology
+
+
+def _table_args(materialized: Any, key_serde: Any, value_serde: Serde | None,
+                consumed: Consumed | None) -> tuple[Consumed, Materialized, Serde | None, Serde | None]:
+    """``table``'s arguments in either form: ``(topic, consumed[, materialized])`` (Java) or
+    ``(topic, materialized, key_serde, value_serde)``."""
+    if isinstance(materialized, Consumed):
+        if consumed is not None:
+            raise TopologyException("Consumed given twice")
+        consumed, materialized = materialized, None
+        if isinstance(key_serde, Materialized | str):
+            materialized, key_serde = key_serde, None
+    if key_serde is not None and not hasattr(key_serde, "serialize"):
+        raise TopologyException(f"key_serde must be a Serde, got {type(key_serde).__name__}")
+    if materialized is not None and not isinstance(materialized, Materialized | str):
+        raise TopologyException(f"expected Materialized or a store name, got {type(materialized).__name__}")
+    return consumed or Consumed(), _materialized(materialized), key_serde, value_serde
 
 
 def _spec(name: str, ks: Serde, vs: Serde, m: Materialized) -> StoreSpec:
@@ -176,12 +256,16 @@ class KStream:
                        self.value_serde if self.value_serde is other.value_serde else None,
                        self.repartition_required or other.repartition_required)
 
-    def to(self, topic: str, key_serde: Serde | None = None, value_serde: Serde | None = None,
-           name: str | None = None) -> None:
-        node = name or self._b.new_name("KSTREAM-SINK-")
+    def to(self, topic: str, key_serde: Serde | Produced | None = None, value_serde: Serde | None = None,
+           name: str | None = None, produced: Produced | None = None) -> None:
+        """Write to ``topic``; serdes by keyword or a :class:`Produced` (``to("out",
+        Produced.with_(S, L))``, as in Java)."""
+        p, ks, vs = serdes_of(produced, key_serde, value_serde, Produced)
+        p = p or Produced()
+        node = name or p.name or self._b.new_name("KSTREAM-SINK-")
         self._b.topology.add_sink(node, topic, self.node,
-                                  key_serde=key_serde or self.key_serde or self._b.default_key_serde,
-                                  value_serde=value_serde or self.value_serde or self._b.default_value_serde)
+                                  key_serde=ks or p.key_serde or self.key_serde or self._b.default_key_serde,
+                                  value_serde=vs or p.value_serde or self.value_serde or self._b.default_value_serde)
 
     def repartition(self, name: str | None = None, num_partitions: int | None = None,
                     key_serde: Serde | None = None, value_serde: Serde | None = None) -> KStream:
@@ -192,17 +276,24 @@ class KStream:
         source = _insert_repartition(self._b, self.node, base, ks, vs, num_partitions)
         return KStream(self._b, source, ks, vs, repartition_required=False)
 
-    def group_by_key(self, key_serde: Serde | None = None,
-                     value_serde: Serde | None = None) -> KGroupedStream:
-        return KGroupedStream(self._b, self.node, key_serde or self.key_serde or self._b.default_key_serde,
-                              value_serde or self.value_serde or self._b.default_value_serde,
-                              self.repartition_required)
+    def group_by_key(self, key_serde: Serde | Grouped | None = None, value_serde: Serde | None = None,
+                     grouped: Grouped | None = None) -> KGroupedStream:
+        """Serdes by keyword or a :class:`Grouped` (whose name names the repartition topic)."""
+        grouped, key_serde, value_serde = _grouped(grouped, key_serde, value_serde)
+        g = KGroupedStream(self._b, self.node, key_serde or self.key_serde or self._b.default_key_serde,
+                           value_serde or self.value_serde or self._b.default_value_serde,
+                           self.repartition_required)
+        g.repartition_name = grouped.name
+        return g
 
-    def group_by(self, selector: Callable[[Any, Any], Any], key_serde: Serde | None = None,
-                 value_serde: Serde | None = None) -> KGroupedStream:
+    def group_by(self, selector: Callable[[Any, Any], Any], key_serde: Serde | Grouped | None = None,
+                 value_serde: Serde | None = None, grouped: Grouped | None = None) -> KGroupedStream:
+        grouped, key_serde, value_serde = _grouped(grouped, key_serde, value_serde)
         selected = self.select_key(selector)
-        return KGroupedStream(self._b, selected.node, key_serde or self._b.default_key_serde,
-                              value_serde or self.value_serde or self._b.default_value_serde, True)
+        g = KGroupedStream(self._b, selected.node, key_serde or self._b.default_key_serde,
+                           value_serde or self.value_serde or self._b.default_value_serde, True)
+        g.repartition_name = grouped.name
+        return g
 
     def join(self, other: Any, *args: Any, **kwargs: Any) -> KStream:
         """``join(other_stream, joiner, join_windows[, stream_joined])`` (windowed stream-stream),
@@ -241,6 +332,14 @@ class KStream:
             for s in store_names[1:]:
                 self._b.topology.connect_processor_and_state_stores(s, out.node)
         return out
+
+
+def _grouped(grouped: Grouped | None, key_serde: Any, value_serde: Serde | None
+             ) -> tuple[Grouped, Serde | None, Serde | None]:
+    """A grouping's serdes: keyword ones first, then the :class:`Grouped`'s."""
+    g, ks, vs = serdes_of(grouped, key_serde, value_serde, Grouped)
+    g = g or Grouped()
+    return g, ks or g.key_serde, vs or g.value_serde
 
 
 def _insert_repartition(b: StreamsBuilder, parent: str, base: str, ks: Serde, vs: Serde,
@@ -306,6 +405,8 @@ class KGroupedStream:
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.repartition_required = repartition_required
+        #: ``Grouped``'s name: the repartition topic is ``<name>-repartition`` (else the store's)
+        self.repartition_name: str | None = None
 
     def _aggregate(self, prefix: str, m: Materialized, agg_value_serde: Serde,
                    make: Callable[[str], Any]) -> KTable:
@@ -315,7 +416,8 @@ class KGroupedStream:
         node = b.new_name(prefix)
         parent = self.node
         if self.repartition_required:
-            parent = _insert_repartition(b, self.node, store, self.key_serde, self.value_serde, None)
+            parent = _insert_repartition(b, self.node, self.repartition_name or store, self.key_serde,
+                                         self.value_serde, None)
         ks = m.key_serde or self.key_serde
         vs = m.value_serde or agg_value_serde
         flag = OldValues()

@@ -155,26 +155,46 @@ class KTable:
 
     # -- regrouping -----------------------------------------------------------------------------------
     def group_by(self, selector: Callable[[Any, Any], tuple[Any, Any] | None],
-                 key_serde: Serde | None = None, value_serde: Serde | None = None) -> KGroupedTable:
+                 key_serde: Any = None, value_serde: Serde | None = None, grouped: Any = None) -> KGroupedTable:
         """``selector(key, value) -> (new_key, new_value)``; aggregations of the result go
-        through a repartition topic that carries old and new values."""
+        through a repartition topic that carries old and new values (named after a
+        ``Grouped``'s name if given, else after the store)."""
+        from instance.topology.builder import _grouped
+        g, key_serde, value_serde = _grouped(grouped, key_serde, value_serde)
         b = self._b
         self.enable_send_old_values()
         node = b.new_name("KTABLE-SELECT-")
         b.topology.add_processor(node, lambda: TP.TableRepartitionMapProcessor(selector), self.node)
-        return KGroupedTable(b, node, key_serde or b.default_key_serde,
-                             value_serde or self.value_serde or b.default_value_serde)
+        out = KGroupedTable(b, node, key_serde or b.default_key_serde,
+                            value_serde or self.value_serde or b.default_value_serde)
+        out.repartition_name = g.name
+        return out
 
     # -- joins -----------------------------------------------------------------------------------------
-    def join(self, other: KTable, joiner: Callable[[Any, Any], Any],
-             materialized: MaterializedArg = None, name: str | None = None) -> KTable:
-        from instance.topology.table_joins import table_table_join
-        return table_table_join(self, other, joiner, TP.INNER, materialized, name)
+    def join(self, other: KTable, joiner: Callable[..., Any], *args: Any, **kwargs: Any) -> KTable:
+        """``join(other, joiner[, materialized][, name])``: both tables keyed alike; or a
+        foreign-key join (KIP-213), ``join(other, foreign_key_extractor, joiner[, table_joined]
+        [, materialized])``: the extractor (``f(value)`` or ``f(key, value)``) gives each row the
+        key of the ``other`` row it joins (instance/topology/fk_join.py)."""
+        return self._join(TP.INNER, other, joiner, args, kwargs)
 
-    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
-                  materialized: MaterializedArg = None, name: str | None = None) -> KTable:
+    def left_join(self, other: KTable, joiner: Callable[..., Any], *args: Any, **kwargs: Any) -> KTable:
+        """As :meth:`join`; every row of this table has a result, with None for a missing
+        ``other`` row."""
+        return self._join(TP.LEFT, other, joiner, args, kwargs)
+
+    def _join(self, mode: str, other: KTable, first: Callable[..., Any], args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> KTable:
+        if (args and callable(args[0])) or "foreign_key_extractor" in kwargs:
+            from instance.topology.fk_join import fk_join, split_args
+            if "foreign_key_extractor" in kwargs:  # join(other, foreign_key_extractor=f, joiner=j)
+                extractor, joiner = kwargs.pop("foreign_key_extractor"), first
+            else:
+                extractor, joiner, args = first, args[0], args[1:]
+            table_joined, materialized = split_args(args, kwargs)
+            return fk_join(self, other, extractor, joiner, mode == TP.LEFT, table_joined, materialized)
         from instance.topology.table_joins import table_table_join
-        return table_table_join(self, other, joiner, TP.LEFT, materialized, name)
+        return table_table_join(self, other, first, mode, *args, **kwargs)
 
     def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any],
                    materialized: MaterializedArg = None, name: str | None = None) -> KTable:
@@ -191,6 +211,8 @@ class KGroupedTable:
         self.node = node
         self.key_serde = key_serde
         self.value_serde = value_serde
+        #: ``Grouped``'s name: the repartition topic is ``<name>-repartition`` (else the store's)
+        self.repartition_name: str | None = None
 
     def _aggregate(self, prefix: str, materialized: MaterializedArg, agg_value_serde: Serde | None,
                    make: Callable[[str, OldValues], Any]) -> KTable:
@@ -203,7 +225,7 @@ class KGroupedTable:
         ks = m.key_serde or self.key_serde
         # as Kafka Streams: store name, then sink, source, and the aggregate's node
         store = m.name or b.new_name(f"{prefix}STATE-STORE-")
-        topic = f"{store}-repartition"
+        topic = f"{self.repartition_name or store}-repartition"
         sink, source = b.new_name("KSTREAM-SINK-"), b.new_name("KSTREAM-SOURCE-")
         node = b.new_name(prefix)
         changes = ChangeSerde(self.value_serde)

@@ -62,7 +62,7 @@ _OTHER_MODE = {TP.INNER: TP.INNER, TP.LEFT: TP.RIGHT_OF_LEFT, TP.OUTER: TP.OUTER
 
 
 def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], Any], mode: str,
-                     materialized: MaterializedArg, name: str | None) -> KTable:
+                     materialized: MaterializedArg = None, name: str | None = None) -> KTable:
     """Each side's changes are joined with the other side's current value; both meet in a merge
     node (materialized if asked). Old values: the left side sends them for a left join, both for
     an outer join (so deleting an unmatched row deletes the result), as Kafka Streams does."""

@@ -116,7 +116,8 @@ class _WindowedStream:
             node = b.new_name(prefix)
             parent = grouped.node
             if grouped.repartition_required:
-                parent = _insert_repartition(b, grouped.node, store if i == 0 else f"{store}-{i}",
+                base = (grouped.repartition_name or store) if i == 0 else f"{store}-{i}"
+                parent = _insert_repartition(b, grouped.node, base,
                                              grouped.key_serde, grouped.value_serde, None)
 
             def make(agg: W.Aggregator = agg) -> Any:

@@ -41,8 +41,12 @@ def build_jar() -> Path:
     return JAR
 
 
-def run_batch(scenarios: list[dict[str, Any]], timeout: float = 600) -> list[dict[str, Any]]:
-    """Every scenario through Kafka Streams' driver, in one JVM; results in the same order."""
+def run_batch(scenarios: list[dict[str, Any]], timeout: float | None = None) -> list[dict[str, Any]]:
+    """Every scenario through Kafka Streams' driver, in one JVM; results in the same order.
+    The default timeout grows with the batch (a long run of 2000 scenarios took over 600 s on a
+    busy 2-core machine)."""
+    if timeout is None:
+        timeout = 600 + 2 * len(scenarios)
     jar = build_jar()
     proc = subprocess.run(["java", "-Xss4m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                            "-cp", f"{jar}{os.pathsep}{LIB}/*", "iqmesh.oracle.Oracle"],

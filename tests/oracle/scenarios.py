@@ -24,6 +24,7 @@ TOPICS: dict[str, list[str]] = {
     "windowed": ["in"], "count_suppress": ["in"], "stream_table_join": ["left", "right"],
     "table_table_join": ["left", "right"], "stream_stream_join": ["left", "right"],
     "table_groupby": ["in"], "cogroup": ["in", "in2"], "global_join": ["in", "g"],
+    "fk_join": ["left", "right"],
 }
 
 
@@ -85,6 +86,9 @@ def _params(template: str, draw: st.DrawFn) -> dict[str, Any]:
                 "caching": draw(st.booleans())}
     if template == "global_join":
         return {"mode": draw(mode2)}
+    if template == "fk_join":
+        return {"mode": draw(mode2), "caching": draw(st.booleans()),
+                "extractor": draw(st.sampled_from(["value", "key_value"]))}
     raise ValueError(f"unknown template {template}")
 
 

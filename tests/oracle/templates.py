@@ -196,10 +196,31 @@ def global_join(p: dict[str, Any]) -> Built:
     return Built(b.build(), {"out": S}, {"g-store": "kv"})
 
 
+def foreign_key(v: str) -> str | None:
+    """The foreign key of a left value: "a", "b" or "c" by the number, none for "4"."""
+    return None if v == "4" else "abc"[num(v) % 3]
+
+
+def foreign_key_of(k: str, v: str) -> str | None:
+    """The foreign key of a left row from its key and value: shifted by the key's place in "abc"."""
+    return None if v == "4" else "abc"[(num(v) + "abc".index(k)) % 3]
+
+
+def fk_join(p: dict[str, Any]) -> Built:
+    b = _builder()
+    left = b.table("left", _m("left-store", p))
+    right = b.table("right", _m("right-store", p))
+    m = _m("join-store", p, S, S)
+    fk = foreign_key_of if p.get("extractor") == "key_value" else foreign_key
+    joined = (left.left_join(right, fk, pair, m) if p["mode"] == "left" else left.join(right, fk, pair, m))
+    joined.to_stream().to("out", key_serde=S, value_serde=S)
+    return Built(b.build(), {"out": S}, {"left-store": "kv", "right-store": "kv", "join-store": "kv"})
+
+
 TEMPLATES: dict[str, Callable[[dict[str, Any]], Built]] = {
     "windowed": windowed, "count_suppress": count_suppress, "stream_table_join": stream_table_join,
     "table_table_join": table_table_join, "stream_stream_join": stream_stream_join,
-    "table_groupby": table_groupby, "cogroup": cogroup, "global_join": global_join,
+    "table_groupby": table_groupby, "cogroup": cogroup, "global_join": global_join, "fk_join": fk_join,
 }
 
 

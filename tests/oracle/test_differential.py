@@ -21,7 +21,7 @@ EXAMPLES = int(os.environ.get("IQMESH_ORACLE_EXAMPLES", "60"))
 SEED = int(os.environ["IQMESH_ORACLE_SEED"]) if os.environ.get("IQMESH_ORACLE_SEED") else None
 
 
-@pytest.mark.timeout(600 + EXAMPLES)  # a long run takes longer
+@pytest.mark.timeout(600 + 5 * EXAMPLES)  # a long run takes longer (two JVM batches, a shrink)
 @pytest.mark.parametrize("template", sorted(TOPICS))
 def test_iqmesh_matches_kafka_streams(template: str, oracle_jar: Path) -> None:
     scenarios = draw_scenarios(template, EXAMPLES, SEED)

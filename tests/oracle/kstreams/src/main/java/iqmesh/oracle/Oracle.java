@@ -60,6 +60,24 @@ public final class Oracle {
         System.out.flush();
     }
 
+    private static final File STATE_DIR = stateDir();
+
+    private static File stateDir() {
+        try {
+            File dir = java.nio.file.Files.createTempDirectory("iqmesh-oracle-").toFile();
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                try (var paths = java.nio.file.Files.walk(dir.toPath())) {
+                    paths.sorted(java.util.Comparator.reverseOrder()).map(java.nio.file.Path::toFile).forEach(File::delete);
+                } catch (java.io.IOException ignored) {
+                    // a leftover temporary directory is harmless
+                }
+            }));
+            return dir;
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
     static ObjectNode run(JsonNode scenario) {
         ObjectNode result = JSON.createObjectNode();
         result.set("id", scenario.get("id"));
@@ -77,6 +95,9 @@ public final class Oracle {
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "dummy:1234");
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        // this JVM's own state directory: oracles running at once (other runs, other checkouts on
+        // the machine) must not share /tmp/kafka-streams/oracle (DirectoryNotEmptyException)
+        props.put(StreamsConfig.STATE_DIR_CONFIG, STATE_DIR.getPath());
         List<String> keys = new ArrayList<>();
         scenario.get("keys").forEach(k -> keys.add(k.asText()));
         try (TopologyTestDriver driver = new TopologyTestDriver(built.topology(), props, Instant.ofEpochMilli(0))) {

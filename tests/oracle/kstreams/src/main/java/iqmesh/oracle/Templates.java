@@ -75,6 +75,7 @@ final class Templates {
             case "table_groupby" -> tableGroupBy(p);
             case "cogroup" -> cogroup(p);
             case "global_join" -> globalJoin(p);
+            case "fk_join" -> fkJoin(p);
             default -> throw new IllegalArgumentException("unknown template " + template);
         };
     }
@@ -211,6 +212,44 @@ final class Templates {
             case "outer" -> left.outerJoin(right, Templates::pair, m);
             default -> left.join(right, Templates::pair, m);
         };
+        joined.toStream().to("out", Produced.with(S, S));
+        Map<String, String> stores = new LinkedHashMap<>();
+        stores.put("left-store", "kv");
+        stores.put("right-store", "kv");
+        stores.put("join-store", "kv");
+        return new Built(b.build(), Map.of("out", S.deserializer()), stores);
+    }
+
+    /** The foreign key of a left value: "a", "b" or "c" by the number, none for "4". */
+    static String foreignKey(String v) {
+        return "4".equals(v) ? null : String.valueOf("abc".charAt((int) (num(v) % 3)));
+    }
+
+    /** The foreign key of a left row from its key and value: shifted by the key's place in "abc". */
+    static String foreignKeyOf(String k, String v) {
+        return "4".equals(v) ? null : String.valueOf("abc".charAt((int) ((num(v) + "abc".indexOf(k)) % 3)));
+    }
+
+    /** A foreign-key table-table join (KIP-213), inner or left; caching on or off on every store. */
+    static Built fkJoin(JsonNode p) {
+        StreamsBuilder b = new StreamsBuilder();
+        KTable<String, String> left = b.table("left", Consumed.with(S, S), caching(
+                Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("left-store"), p));
+        KTable<String, String> right = b.table("right", Consumed.with(S, S), caching(
+                Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("right-store"), p));
+        Materialized<String, String, KeyValueStore<Bytes, byte[]>> m = caching(
+                Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("join-store")
+                        .withKeySerde(S).withValueSerde(S), p);
+        boolean leftJoin = "left".equals(p.get("mode").asText());
+        KTable<String, String> joined;
+        if ("key_value".equals(p.path("extractor").asText("value"))) {
+            // KIP-1104: the extractor sees the key too
+            java.util.function.BiFunction<String, String, String> fk = Templates::foreignKeyOf;
+            joined = leftJoin ? left.leftJoin(right, fk, Templates::pair, m) : left.join(right, fk, Templates::pair, m);
+        } else {
+            java.util.function.Function<String, String> fk = Templates::foreignKey;
+            joined = leftJoin ? left.leftJoin(right, fk, Templates::pair, m) : left.join(right, fk, Templates::pair, m);
+        }
         joined.toStream().to("out", Produced.with(S, S));
         Map<String, String> stores = new LinkedHashMap<>();
         stores.put("left-store", "kv");

@@ -1,0 +1,1 @@
+"""Applications the integration tests run as instance processes."""
