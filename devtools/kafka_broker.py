@@ -80,7 +80,7 @@ def _require(tool: str, what: str) -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock between processes (tests and CLI may resolve or start at once)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
@@ -99,7 +99,7 @@ def kafka_classpath() -> Path:
         return lib
     _require("java", "a Java 17+ runtime")
     mvn = _require("mvn", "Maven to resolve it from Maven Central")
-    with _locked(lib.parent / ".lock"):
+    with file_lock(lib.parent / ".lock"):
         if done.is_file():
             return lib
         tmp = lib.parent / "lib.tmp"
@@ -330,7 +330,7 @@ def start_broker(data_dir: Path, port: int | None = None, brokers: int = 1,
     data_dir = Path(data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     lib = kafka_classpath()
-    with _locked(data_dir / ".iqmesh-broker.lock"):
+    with file_lock(data_dir / ".iqmesh-broker.lock"):
         state = _read_state(data_dir)
         if state is None:
             if (data_dir / STATE_FILE).exists():

@@ -8,15 +8,14 @@ source builds anew. A file lock keeps concurrent builds (tests, benchmarks) from
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
+
+from devtools.kafka_broker import file_lock
 
 __all__ = ["MAIN", "JVM_OPTS", "PeerUnavailable", "build", "command"]
 
@@ -45,17 +44,6 @@ def _digest() -> str:
     return h.hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def build() -> Path:
     """The folder holding ``kstreams-peer.jar`` and ``lib/``: built with Maven on first use."""
     if shutil.which("java") is None:
@@ -69,7 +57,7 @@ def build() -> Path:
     if mvn is None:
         raise PeerUnavailable("the Kafka Streams peer is built with Maven (mvn), not found on PATH "
                               "(Debian: apt-get install maven)")
-    with _locked(home.parent / ".kstreams-peer.lock"):
+    with file_lock(home.parent / ".kstreams-peer.lock"):
         if done.is_file():
             return home
         with tempfile.TemporaryDirectory(prefix="kstreams-peer-build-", dir=home.parent) as tmp:
