@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.broker import free_port
+from instance.kafka_errors import is_topic_exists
 from instance.runtime.kafka_log import client_logging
 from router.security import Security
 
@@ -47,7 +48,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
         try:
             fut.result()
         except Exception as e:
-            if "already exists" not in str(e).lower():
+            if not is_topic_exists(e):
                 raise
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -480,12 +480,11 @@ def _error_code(e: BaseException) -> str | None:
 def _error_message(e: BaseException, args: argparse.Namespace) -> str:
     import grpc
 
-    from router.unavailable import UnavailableReason
+    from router.status_details import refusal_of
 
     if isinstance(e, grpc.Call):
         details = e.details() or ""
-        if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and \
-                details.split(":", 1)[0] not in UnavailableReason.__members__:
+        if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and refusal_of(e) is None:
             return (f"no answer from {args.target} ({details}): is an instance serving queries there?"
                     f"{_tls_hint(details, args)}")
         return details

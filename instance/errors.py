@@ -5,6 +5,9 @@ They are mapped once to gRPC status codes (``instance.server``) and HTTP statuse
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class StreamsException(Exception):
     """Base of every error the runtime raises on purpose."""
@@ -69,3 +72,21 @@ class StoreNotLoggedException(StreamsException):
 
 class TooManyWatchesException(StreamsException):
     """This instance serves as many watches as it may; another instance can take the watch."""
+
+
+class BadRequest(StreamsException, ValueError):
+    """What the caller sent is wrong (a missing store, a key its serde cannot parse, a malformed
+    token): INVALID_ARGUMENT. A plain ValueError in a query is a bug here, answered INTERNAL. A
+    ValueError too, so code that checks input with ``except ValueError`` keeps working."""
+
+
+@contextmanager
+def caller_input() -> Iterator[None]:
+    """Around the reading of what a caller sent: a ValueError raised there is the caller's
+    (:class:`BadRequest`)."""
+    try:
+        yield
+    except BadRequest:
+        raise
+    except ValueError as e:
+        raise BadRequest(str(e)) from e

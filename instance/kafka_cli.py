@@ -77,6 +77,8 @@ def create_topic(admin: Any, name: str, partitions: int, replication_factor: int
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
 
+    from instance.kafka_errors import error_name, is_topic_exists, kafka_error
+
     if not name or partitions == 0 or partitions < -1 or replication_factor == 0 or replication_factor < -1:
         raise KafkaCommandError("INVALID_INPUT", "a topic needs a name, --partitions >= 1 and "
                                 "--replication-factor >= 1 (or -1: the broker's default)")
@@ -85,14 +87,13 @@ def create_topic(admin: Any, name: str, partitions: int, replication_factor: int
     try:
         future.result()
     except KafkaException as e:
-        err = e.args[0] if e.args else None
-        code = err.name() if err is not None and hasattr(err, "name") else "KAFKA_ERROR"
-        if code == "TOPIC_ALREADY_EXISTS" and if_not_exists:
+        err = kafka_error(e)
+        if is_topic_exists(e) and if_not_exists:
             return False
-        message = err.str() if err is not None and hasattr(err, "str") else str(e)
-        if code == "TOPIC_ALREADY_EXISTS":
+        message = err.str() if err is not None else str(e)
+        if is_topic_exists(e):
             message += " (--if-not-exists makes that no error)"
-        raise KafkaCommandError(code, message) from None
+        raise KafkaCommandError(error_name(e), message) from None
     _wait_for_topic(admin, name)
     return True
 

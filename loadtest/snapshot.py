@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from instance.kafka_errors import is_topic_exists
 from router.metadata import InstanceInfo, StoreInfo
 
 
@@ -34,7 +35,7 @@ def _create(admin: AdminClient, topic: str, partitions: int, compact: bool) -> N
     try:
         fut.result()
     except Exception as e:
-        if "already exists" not in str(e).lower():
+        if not is_topic_exists(e):
             raise
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -4,8 +4,9 @@ answers them.
 Two applications' servers can end up behind one address (a port reused, a stale DNS entry, a
 routing table from another cluster). A client or a forwarding instance that knows which
 application it queries sends ``iqmesh-application: <application.id>`` with each call; a server
-of another application refuses it with FAILED_PRECONDITION whose details start with
-``WRONG_APPLICATION``, and the caller treats that endpoint as the wrong one (as if unreachable).
+of another application refuses it with FAILED_PRECONDITION carrying a ``WrongApplication`` in
+its typed details (router/status_details.py; the text starts with ``WRONG_APPLICATION`` for
+people), and the caller treats that endpoint as the wrong one (as if unreachable).
 Calls without the header (a first Metadata call, grpcurl) are served as before.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import grpc
 
 from router.security import refusing_handler
+from router.status_details import error_details, wrong_application_status
 
 #: the call metadata naming the application a call is meant for
 APPLICATION_HEADER = "iqmesh-application"
@@ -26,9 +28,9 @@ _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
 def is_wrong_application(e: grpc.RpcError) -> bool:
-    """Whether ``e`` is a server's refusal of a call meant for another application."""
-    code = e.code() if isinstance(e, grpc.Call) else None
-    return code is grpc.StatusCode.FAILED_PRECONDITION and (e.details() or "").startswith(WRONG_APPLICATION)
+    """Whether ``e`` is a server's refusal of a call meant for another application (its typed
+    details say so)."""
+    return error_details(e).wrong_application
 
 
 class ApplicationInterceptor(grpc.ServerInterceptor):
@@ -48,4 +50,5 @@ class ApplicationInterceptor(grpc.ServerInterceptor):
             return continuation(details)
         message = (f"{WRONG_APPLICATION}: this instance serves application {self.application_id[:64]!r}, not "
                    f"{expected[:64]!r}: another application's server answers at this address")
-        return refusing_handler(continuation(details), grpc.StatusCode.FAILED_PRECONDITION, message)
+        status = wrong_application_status(message, self.application_id, expected)
+        return refusing_handler(continuation(details), status.code, status.details, status.trailing_metadata)

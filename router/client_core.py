@@ -27,6 +27,7 @@ from router.options import QueryOptions
 from router.routing_table import RoutingTable, decode_value
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_wire import ScanRequest
+from router.status_details import Trailer, refusal_of, refusal_status, refusal_text
 from router.unavailable import UnavailableError, UnavailableReason
 
 #: a key as the client takes it: text parsed with the store's key serde, the serialized bytes, or
@@ -40,7 +41,6 @@ RETRY_REASONS = frozenset({UnavailableReason.NOT_ACTIVE, UnavailableReason.REBAL
 MAX_TABLE_AGE_S = 30.0
 #: an entry instance that could not be reached is asked after the others for this long
 SUSPECT_S = 10.0
-_REASON_NAMES = frozenset(r.name for r in UnavailableReason)
 
 
 @dataclass(frozen=True)
@@ -212,13 +212,15 @@ def parse_seeds(target: str | Sequence[str]) -> tuple[str, ...]:
 
 class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
     """A status the client decided itself (no instance answered with one), shaped like the
-    servers' errors (UNAVAILABLE details start with the reason, then ``tried=`` instance ids) and,
-    like grpcio's own errors, a finished ``grpc.Call``."""
+    servers' errors (a refusal's reason and tried instance ids in the typed details its trailing
+    metadata carries: router/status_details.py) and, like grpcio's own errors, a finished
+    ``grpc.Call``."""
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+    def __init__(self, code: grpc.StatusCode, details: str, trailing_metadata: Trailer = ()) -> None:
         super().__init__(f"{code.name}: {details}")
         self._code = code
         self._details = details
+        self._trailing = trailing_metadata
 
     def code(self) -> grpc.StatusCode:
         return self._code
@@ -229,8 +231,8 @@ class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
     def initial_metadata(self) -> tuple[()]:
         return ()
 
-    def trailing_metadata(self) -> tuple[()]:
-        return ()
+    def trailing_metadata(self) -> Trailer:
+        return self._trailing
 
     def is_active(self) -> bool:
         return False
@@ -246,8 +248,9 @@ class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
 
 
 def unavailable(e: UnavailableError) -> ClientError:
-    tried = f" tried={','.join(e.tried)}" if e.tried else ""
-    return ClientError(grpc.StatusCode.UNAVAILABLE, f"{e.reason.name}: {e}{tried}")
+    """The refusal ``e`` as the status a server would have sent (text and typed details)."""
+    status = refusal_status(e, refusal_text(e))
+    return ClientError(status.code, status.details, status.trailing_metadata)
 
 
 def global_exhausted(store: str, refused: list[UnavailableError], tried: list[str]) -> UnavailableError:
@@ -266,15 +269,15 @@ def is_unreachable(e: grpc.RpcError) -> bool:
     code = e.code()
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return True
-    return code is grpc.StatusCode.UNAVAILABLE and (e.details() or "").split(":", 1)[0] not in _REASON_NAMES
+    return code is grpc.StatusCode.UNAVAILABLE and refusal_of(e) is None
 
 
 def is_retryable(e: grpc.RpcError) -> bool:
     """An instance could not be reached, or refused for a reason time or a fresher table cures."""
     if is_unreachable(e):
         return True
-    head = (e.details() or "").split(":", 1)[0]
-    return e.code() is grpc.StatusCode.UNAVAILABLE and head in {r.name for r in RETRY_REASONS}
+    refused = refusal_of(e)
+    return e.code() is grpc.StatusCode.UNAVAILABLE and refused is not None and refused.reason in RETRY_REASONS
 
 
 def is_refused(e: grpc.RpcError) -> bool:

@@ -8,6 +8,7 @@ from router.application_guard import is_wrong_application
 from router.channels import ChannelPool
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
+from router.status_details import refusal_of
 from router.unavailable import UnavailableError, UnavailableReason
 
 FORWARD_TIMEOUT_S = 5.0
@@ -34,14 +35,15 @@ def refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
         return UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e.details()}")
     if e.code() not in _TRY_NEXT:
         return None
-    details = e.details() or ""
-    return UnavailableError(UnavailableReason.from_details(details), f"{endpoint}: {details}")
+    refused = refusal_of(e)
+    reason = UnavailableReason.NOT_AVAILABLE if refused is None else refused.reason
+    return UnavailableError(reason, f"{endpoint}: {e.details() or ''}")
 
 
 def ask_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest, timeout: float) -> pb.GetReply:
     """Ask ``endpoint`` to answer ``request`` itself (marked forwarded: it answers from its own
     replica or refuses, never passes it on). An unreachable or refusing instance raises
-    UnavailableError with the reason its details start with; other gRPC errors (NOT_FOUND,
+    UnavailableError with the reason its typed details carry; other gRPC errors (NOT_FOUND,
     INVALID_ARGUMENT...) propagate as ``grpc.RpcError`` for the caller to pass through."""
     fwd = pb.GetRequest()
     fwd.CopyFrom(request)

@@ -182,11 +182,14 @@ class TokenInterceptor(grpc.ServerInterceptor):
         return refusing_handler(handler, grpc.StatusCode.UNAUTHENTICATED, message)
 
 
-def refusing_handler(handler: grpc.RpcMethodHandler | None, code: grpc.StatusCode,
-                     message: str) -> grpc.RpcMethodHandler:
-    """A handler of the same shape as ``handler`` that ends the call with ``code``."""
+def refusing_handler(handler: grpc.RpcMethodHandler | None, code: grpc.StatusCode, message: str,
+                     trailing_metadata: tuple[tuple[str, str | bytes], ...] = ()) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as ``handler`` that ends the call with ``code`` (and the
+    typed details ``trailing_metadata`` carries, if any)."""
 
     def deny(request: Any, context: grpc.ServicerContext) -> Any:
+        if trailing_metadata:
+            context.set_trailing_metadata(trailing_metadata)
         context.abort(code, message)
 
     if handler is not None and handler.response_streaming:

@@ -7,10 +7,11 @@ from collections.abc import Iterable, Sequence
 
 
 class UnavailableReason(enum.Enum):
-    """Machine-readable reason of a refused query; transports put the name first in their error
-    details. Declaration order is priority order: when several replicas refused for different
-    reasons, the first one here is reported, because it tells the caller most about what to do
-    (a bound or a lag limit is the caller's choice; the others are the cluster's state)."""
+    """Machine-readable reason of a refused query; gRPC carries it in a status's typed details
+    (router/status_details.py), a scan in its PartitionStatus. Declaration order is priority
+    order: when several replicas refused for different reasons, the first one here is reported,
+    because it tells the caller most about what to do (a bound or a lag limit is the caller's
+    choice; the others are the cluster's state)."""
 
     NOT_UP_TO_BOUND = "NOT_UP_TO_BOUND"
     NO_REPLICA_WITHIN_LAG = "NO_REPLICA_WITHIN_LAG"
@@ -25,14 +26,10 @@ class UnavailableReason(enum.Enum):
         return min(reasons, key=order.index, default=UnavailableReason.NOT_AVAILABLE)
 
     @staticmethod
-    def from_details(details: str) -> UnavailableReason:
-        """The reason an error's details start with (``"REBALANCING: ..."``), so a refusal that
-        comes back from a forwarded hop keeps its reason; NOT_AVAILABLE if it names none."""
-        head = details.split(":", 1)[0]
-        try:
-            return UnavailableReason(head)
-        except ValueError:
-            return UnavailableReason.NOT_AVAILABLE
+    def named(name: str) -> UnavailableReason:
+        """The reason called ``name`` (a scan's PartitionStatus carries it in a field of its
+        own); NOT_AVAILABLE for a name this version does not know."""
+        return UnavailableReason.__members__.get(name, UnavailableReason.NOT_AVAILABLE)
 
 
 class UnavailableError(Exception):

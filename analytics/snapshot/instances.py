@@ -25,13 +25,12 @@ from analytics.snapshot.columns import Layout
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.scan_wire import read_stream
-from router.unavailable import UnavailableReason
+from router.status_details import refusal_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 PAGE = 10_000  # the servers' maximum
-_REASONS = {r.value for r in UnavailableReason}
 
 
 class PartitionUnavailable(RuntimeError):
@@ -55,7 +54,7 @@ def scan_partition(store: str, partition: int, endpoints: list[str], allow_stale
             except grpc.RpcError as e:
                 code, details = e.code(), e.details() or ""
                 last = f"{ep}: {code.name} {details}"
-                if code is grpc.StatusCode.UNAVAILABLE and details.split(":", 1)[0] in _REASONS:
+                if code is grpc.StatusCode.UNAVAILABLE and refusal_of(e) is not None:
                     break  # the cluster's answer (REBALANCING...): the same from any entry; ask again later
                 if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise PartitionUnavailable(f"{store}[{partition}]: {last}") from None

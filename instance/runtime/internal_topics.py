@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.errors import StreamsException, TopologyException
+from instance.kafka_errors import is_topic_exists
 from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
 
@@ -137,7 +138,7 @@ def prepare(admin: AdminClient, topology: Topology, app_id: str, replication_fac
             try:
                 fut.result()
             except Exception as e:
-                if "TOPIC_ALREADY_EXISTS" not in str(e) and "already exists" not in str(e):
+                if not is_topic_exists(e):
                     raise StreamsException(f"cannot create internal topic {topic}: {e}") from e
     deadline = time.monotonic() + timeout
     while True:

@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.config import StreamsConfig
+from instance.kafka_errors import is_topic_exists
 from router.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def ensure_metadata_topic(admin: AdminClient, application_id: str, replication_f
         try:
             fut.result()
         except Exception as e:
-            if "already exists" not in str(e).lower() and "TOPIC_ALREADY_EXISTS" not in str(e):
+            if not is_topic_exists(e):
                 raise
     return topic
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
-from instance.errors import InvalidStateStoreException
+from instance.errors import BadRequest, InvalidStateStoreException, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.server.replies import read_metadata
 from instance.server.scan_local import read_page
@@ -41,7 +41,7 @@ Page = PartitionPage[pb.ScanEntry, pb.ReadMetadata]
 def page_limit(requested: int) -> int:
     """The limit of a page: 0 means the default, more than MAX_LIMIT is cut to it."""
     if requested < 0:
-        raise ValueError(f"limit must not be negative, got {requested}")
+        raise BadRequest(f"limit must not be negative, got {requested}")
     return min(requested or DEFAULT_LIMIT, MAX_LIMIT)
 
 
@@ -57,9 +57,10 @@ class ScanService:
     def page(self, request: ScanRequest, time_remaining: Callable[[], float | None]) -> list[pb.ScanReply]:
         """The whole reply stream of ``request``, built before anything is sent, so a failure is
         a status code rather than a stream cut short. Raises as :func:`instance.server.status.to_status`
-        maps: ValueError (bad request), UnknownStateStoreException, UnavailableError."""
+        maps: BadRequest, UnknownStateStoreException, UnavailableError."""
         streams = self.streams
-        parsed = parse_request(request, lambda text: self._key_bytes(request.store, text))
+        with caller_input():
+            parsed = parse_request(request, lambda text: self._key_bytes(request.store, text))
         query = parsed.query
         store = query.store
         is_global = streams.is_global_store(store)
@@ -74,10 +75,11 @@ class ScanService:
                 self._check_key(store, kb)
         partitions = self._partitions(parsed, n)
         limit = page_limit(parsed.scan.limit)
-        after = resume_after(parsed.scan.page_token, query)
-        o = parsed.options
-        options = QueryOptions.parse(store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
-                                     o.position)
+        with caller_input():
+            after = resume_after(parsed.scan.page_token, query)
+            o = parsed.options
+            options = QueryOptions.parse(store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
+                                         o.position)
         router = QueryRouter(streams.view, streams.instance_id)
         local_state = streams.state.name
 
@@ -102,7 +104,7 @@ class ScanService:
         key = self.streams.parse_key(store, text)
         kb = self.streams.store_spec(store).key_serde.serialize(key)
         if kb is None:
-            raise ValueError("key must not be null")
+            raise BadRequest("key must not be null")
         return kb
 
     def _check_key(self, store: str, kb: bytes) -> None:
@@ -111,17 +113,17 @@ class ScanService:
         try:
             serde.deserialize(kb)
         except Exception as e:
-            raise ValueError(f"raw key {echo(kb)} is not a {serde.name} key: {e}") from None
+            raise BadRequest(f"raw key {echo(kb)} is not a {serde.name} key: {e}") from None
 
     def _partitions(self, parsed: ParsedScan, n: int) -> list[int]:
         """The partitions this request covers: those named (a forwarded scan must name them), else
         all of the store's; a MULTI_GET only those holding one of its keys."""
         named = list(parsed.scan.partitions)
         if parsed.forwarded and not named:
-            raise ValueError("a forwarded scan must name its partitions")
+            raise BadRequest("a forwarded scan must name its partitions")
         bad = [p for p in named if not 0 <= p < n]
         if bad:
-            raise ValueError(f"partitions {bad} out of range: store {parsed.query.store!r} has {n}")
+            raise BadRequest(f"partitions {bad} out of range: store {parsed.query.store!r} has {n}")
         wanted = set(named) if named else set(range(n))
         if parsed.query.kind is ScanKind.MULTI_GET and not self.streams.is_global_store(parsed.query.store):
             wanted &= {self.streams.key_bytes_partition(parsed.query.store, kb) for kb in parsed.query.keys}
@@ -181,7 +183,7 @@ class ScanService:
         if status is None:
             raise UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: no status for partition {partition}")
         if not status.available:
-            raise UnavailableError(UnavailableReason.from_details(status.reason), f"{endpoint}: {status.message}")
+            raise UnavailableError(UnavailableReason.named(status.reason), f"{endpoint}: {status.message}")
         assert received.end is not None  # read_stream guarantees it
         return PartitionPage(partition, received.entries, bool(received.end.next_page_token), status.metadata)
 

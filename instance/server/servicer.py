@@ -14,7 +14,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from instance.config import LISTEN_HOST
-from instance.errors import InvalidStateStoreException
+from instance.errors import BadRequest, InvalidStateStoreException, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.query_counters import QuerySlot
 from instance.server.describe import InputLagReader, topology_reply
@@ -123,24 +123,26 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         streams = self.streams
         store = request.store
         if not store:
-            raise ValueError("store must be given")
-        check_query_key(request.raw_key or request.key)
+            raise BadRequest("store must be given")
+        with caller_input():
+            check_query_key(request.raw_key or request.key)
         if streams.is_global_store(store):
             return self._get_global(request, slot)
         # the key is parsed, serialized and partitioned once per Get (the hot path)
         sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
         key_serde = streams.topology.stores[store].key_serde
         key_bytes: bytes | None
-        if request.raw_key:
-            key_bytes = request.raw_key
-            key = key_serde.deserialize(key_bytes)
-        else:
-            key = streams.parse_key(store, request.key)
-            key_bytes = key_serde.serialize(key)
-        if key_bytes is None:
-            raise ValueError("key must not be None")
+        with caller_input():
+            if request.raw_key:
+                key_bytes = request.raw_key
+                key = key_serde.deserialize(key_bytes)
+            else:
+                key = streams.parse_key(store, request.key)
+                key_bytes = key_serde.serialize(key)
+            if key_bytes is None:
+                raise BadRequest("key must not be None")
+            options = _options_of(request)
         partition = default_partition(key_bytes, partitions)
-        options = _options_of(request)
         forwarded = request.forwarded
 
         def answer_local() -> pb.GetReply:
@@ -165,16 +167,18 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         holds one, as in Kafka Streams), never forwarded."""
         store = request.store
         serde = self.streams.store_spec(store).key_serde
-        if request.raw_key:
-            try:
-                key = serde.deserialize(request.raw_key)
-            except Exception as e:
-                raise ValueError(f"raw key {echo(request.raw_key)} is not a {serde.name} key: {e}") from None
-        else:
-            key = self.streams.parse_key(store, request.key)
-        if key is None:
-            raise ValueError("key must not be None")
-        reply = self._answer_local(store, key, 0, _options_of(request))
+        with caller_input():
+            if request.raw_key:
+                try:
+                    key = serde.deserialize(request.raw_key)
+                except Exception as e:
+                    raise BadRequest(f"raw key {echo(request.raw_key)} is not a {serde.name} key: {e}") from None
+            else:
+                key = self.streams.parse_key(store, request.key)
+            if key is None:
+                raise BadRequest("key must not be None")
+            options = _options_of(request)
+        reply = self._answer_local(store, key, 0, options)
         if request.forwarded:
             slot.gets_routed += 1
         else:
@@ -219,17 +223,20 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         """WindowFetch / SessionFetch: routed by key exactly like Get."""
         streams = self.streams
         if not request.store:
-            raise ValueError("store must be given")
+            raise BadRequest("store must be given")
         store = request.store
         spec = streams.topology.stores.get(store)
         if spec is None and streams.is_global_store(store):
             spec = streams.store_spec(store)  # a key-value store: refused just below
         kind = "window" if isinstance(request, pb.WindowFetchRequest) else "session"
         if spec is not None and spec.kind != kind:
-            raise ValueError(f"store {store!r} is a {spec.kind} store, not a {kind} store")
-        key = (spec.key_serde.deserialize(request.raw_key) if spec and request.raw_key
-               else streams.parse_key(store, request.key))
-        options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
+            raise BadRequest(f"store {store!r} is a {spec.kind} store, not a {kind} store")
+        with caller_input():
+            key = (spec.key_serde.deserialize(request.raw_key) if spec and request.raw_key
+                   else streams.parse_key(store, request.key))
+            options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
+        if key is None:
+            raise BadRequest("key must not be None")
 
         def answer_local() -> pb.WindowFetchReply:
             return self._fetch_local(request, key, options)
@@ -331,16 +338,12 @@ def _guarded(context: grpc.ServicerContext, replies: Iterator[pb.WatchReply]) ->
 def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None = None) -> NoReturn:
     """End the call with the status ``e`` maps to (counted in ``slot``); a gRPC error from the
     forwarded hop passes through with its own status."""
-    if isinstance(e, grpc.RpcError):
-        if slot is not None:
-            slot.errors[e.code().name] += 1
-        context.abort(e.code(), e.details() or "forwarded query failed")
-    code, msg = to_status(e)
+    status = to_status(e)
     if slot is not None:
-        slot.errors[code.name] += 1
-    if code is grpc.StatusCode.INTERNAL:
+        slot.errors[status.code.name] += 1
+    if status.code is grpc.StatusCode.INTERNAL and not isinstance(e, grpc.RpcError):
         log.error("query failed", exc_info=e)
-    context.abort(code, msg)
+    context.abort_with_status(status)
     raise AssertionError("unreachable")
 
 

@@ -1,10 +1,12 @@
-"""The one place where runtime and routing errors become gRPC status codes."""
+"""The one place where runtime and routing errors become gRPC statuses (code, details text and,
+for a refusal, typed details: router/status_details.py)."""
 
 from __future__ import annotations
 
 import grpc
 
 from instance.errors import (
+    BadRequest,
     InvalidStateStoreException,
     StoreNotLoggedException,
     StreamsNotStartedException,
@@ -12,15 +14,32 @@ from instance.errors import (
     UnknownStateStoreException,
 )
 from router.echo import clip
+from router.status_details import RpcStatus, passed_on, refusal_status, refusal_text
 from router.unavailable import UnavailableError, UnavailableReason
 
 
-def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
-    """Code and details for ``exc``; UNAVAILABLE details start with the reason's name. Details
-    are clipped: they travel in a header, which gRPC limits (a message that echoed a 1 MB input
-    came back as RESOURCE_EXHAUSTED instead of its own status)."""
+def to_status(exc: BaseException) -> RpcStatus:
+    """The status ``exc`` ends a call with. Details are clipped: they travel in a header, which
+    gRPC limits (a message that echoed a 1 MB input came back as RESOURCE_EXHAUSTED instead of
+    its own status). A ValueError that is not a :class:`BadRequest` is a bug here: INTERNAL.
+    A gRPC error from a forwarded hop passes on as it is."""
+    if isinstance(exc, grpc.RpcError):
+        return passed_on(exc, "forwarded query failed")
+    refused = _refusal(exc)
+    if refused is not None:
+        return refusal_status(refused, clip(refusal_text(refused)))
     code, details = _status(exc)
-    return code, clip(details)
+    return RpcStatus(code, clip(details))
+
+
+def _refusal(exc: BaseException) -> UnavailableError | None:
+    if isinstance(exc, UnavailableError):
+        return exc
+    if isinstance(exc, StreamsNotStartedException):
+        return UnavailableError(UnavailableReason.NOT_AVAILABLE, str(exc))
+    if isinstance(exc, InvalidStateStoreException) and not isinstance(exc, UnknownStateStoreException):
+        return UnavailableError(UnavailableReason.NOT_ACTIVE, str(exc))
+    return None
 
 
 def _status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
@@ -30,13 +49,6 @@ def _status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.FAILED_PRECONDITION, str(exc)
     if isinstance(exc, TooManyWatchesException):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
-    if isinstance(exc, UnavailableError):
-        tried = f" tried={','.join(exc.tried)}" if exc.tried else ""
-        return grpc.StatusCode.UNAVAILABLE, f"{exc.reason.name}: {exc}{tried}"
-    if isinstance(exc, StreamsNotStartedException):
-        return grpc.StatusCode.UNAVAILABLE, f"{UnavailableReason.NOT_AVAILABLE.name}: {exc}"
-    if isinstance(exc, InvalidStateStoreException):
-        return grpc.StatusCode.UNAVAILABLE, f"{UnavailableReason.NOT_ACTIVE.name}: {exc}"
-    if isinstance(exc, ValueError):
+    if isinstance(exc, BadRequest):
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
     return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"

@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from instance.config import StreamsConfig
-from instance.errors import StoreNotLoggedException, TooManyWatchesException
+from instance.errors import BadRequest, StoreNotLoggedException, TooManyWatchesException, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.serde import Serde
 from instance.server.replies import value_to_json
@@ -91,10 +91,10 @@ class WatchPlan:
 
 def plan_watch(streams: KafkaStreams, request: pb.WatchRequest) -> tuple[WatchPlan, dict[int, int] | None]:
     """Check ``request``: the plan (without start offsets yet) and the offsets its token resumes
-    from (None: no token). Raises ValueError (bad request or token), UnknownStateStoreException,
+    from (None: no token). Raises BadRequest (bad request or token), UnknownStateStoreException,
     StoreNotLoggedException."""
     if not request.store:
-        raise ValueError("store must be given")
+        raise BadRequest("store must be given")
     store = request.store
     if streams.is_global_store(store):
         raise StoreNotLoggedException(f"store {store!r} is a global store: it has no changelog of its own, so its "
@@ -108,15 +108,17 @@ def plan_watch(streams: KafkaStreams, request: pb.WatchRequest) -> tuple[WatchPl
                                       f"cannot be watched")
     target = request.WhichOneof("target")
     if target == "key" or target == "prefix":
-        kb = _key_bytes(streams, store, getattr(request, target), target)
+        with caller_input():
+            kb = _key_bytes(streams, store, getattr(request, target), target)
         kind = "KEY" if target == "key" else "PREFIX"
         partitions = [streams.key_bytes_partition(store, kb)] if kind == "KEY" else list(range(n))
     elif target == "all" and request.all:
         kind, kb, partitions = "ALL", b"", list(range(n))
     else:
-        raise ValueError("a watch needs a key, a prefix, or all=true")
+        raise BadRequest("a watch needs a key, a prefix, or all=true")
     fingerprint = watch_fingerprint(store, kind, kb)
-    resumed = resume_offsets(request.resume_token, fingerprint, partitions)
+    with caller_input():
+        resumed = resume_offsets(request.resume_token, fingerprint, partitions)
     plan = WatchPlan(store, topic, sub, fingerprint, kind, kb, dict.fromkeys(partitions, -1), spec.key_serde,
                      spec.value_serde, request.with_json)
     return plan, resumed
@@ -131,15 +133,15 @@ def _key_bytes(streams: KafkaStreams, store: str, k: pb.Key, what: str) -> bytes
             try:
                 spec.key_serde.deserialize(k.raw)
             except Exception as e:
-                raise ValueError(f"raw key {k.raw[:40]!r} is not a {spec.key_serde.name} key: {e}") from None
+                raise BadRequest(f"raw key {k.raw[:40]!r} is not a {spec.key_serde.name} key: {e}") from None
         return k.raw
     if which == "text":
         check_query_key(k.text, what)
         kb = spec.key_serde.serialize(streams.parse_key(store, k.text))
         if kb is None:
-            raise ValueError("key must not be null")
+            raise BadRequest("key must not be null")
         return kb
-    raise ValueError(f"{what}: a key needs text or raw bytes")
+    raise BadRequest(f"{what}: a key needs text or raw bytes")
 
 
 def start_offsets(plan: WatchPlan, resumed: dict[int, int] | None, from_beginning: bool,
@@ -154,9 +156,9 @@ def start_offsets(plan: WatchPlan, resumed: dict[int, int] | None, from_beginnin
             continue
         at = resumed[p]
         if at > high:
-            raise ValueError(f"watch token is ahead of the changelog: partition {p} at {at}, its end is {high}")
+            raise BadRequest(f"watch token is ahead of the changelog: partition {p} at {at}, its end is {high}")
         if at < low:
-            raise ValueError(f"watch token is too old: partition {p} at {at}, the changelog now starts at {low} "
+            raise BadRequest(f"watch token is too old: partition {p} at {at}, the changelog now starts at {low} "
                              f"(the changes in between were deleted)")
         start[p] = at
     return start

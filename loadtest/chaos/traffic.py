@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from examples.wordcount import STORE, split_words
 from router.client import QueryClient, QueryResult
+from router.status_details import status_label
 
 
 class LiveTargets:
@@ -169,7 +170,7 @@ class QueryProber(threading.Thread):
                     continue
                 self.stats.asked += 1
                 self.stats.failed += 1
-                self.stats.failure_reasons[_reason(e)] += 1
+                self.stats.failure_reasons[status_label(e)] += 1
                 continue
             self.stats.asked += 1
             self._record(instance_id, word, reply)
@@ -253,8 +254,3 @@ def wall_clock() -> str:
     return time.strftime("%H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
 
 
-def _reason(e: grpc.RpcError) -> str:
-    code = e.code().name if hasattr(e, "code") and e.code() is not None else "UNKNOWN"
-    details = (e.details() if hasattr(e, "details") else "") or ""
-    first = details.split(":", 1)[0].split()[0] if details.strip() else ""
-    return f"{code} {first}".strip() if first.isupper() else code

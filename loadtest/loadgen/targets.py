@@ -12,6 +12,7 @@ import grpc
 from loadtest.loadgen.recorder import Answer
 from router.async_client import AsyncQueryClient
 from router.security import Security
+from router.status_details import status_label
 
 
 class QueryFailed(Exception):
@@ -32,14 +33,6 @@ def _count(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float | str) and str(value).lstrip("-").isdigit() else None
 
 
-def rpc_status(e: grpc.RpcError) -> str:
-    """The status code, and the reason word UNAVAILABLE details start with."""
-    code = e.code().name if isinstance(e, grpc.Call) and e.code() is not None else "UNKNOWN"
-    details = (e.details() if isinstance(e, grpc.Call) else "") or ""
-    first = details.split(":", 1)[0].split()[0] if details.strip() else ""
-    return f"{code} {first}".strip() if first.isupper() and first.isidentifier() else code
-
-
 class GrpcTarget:
     """``AsyncQueryClient(seeds).get(store, key)``: one client for the whole run (its routing
     table, channels and retries are what users get)."""
@@ -53,7 +46,7 @@ class GrpcTarget:
         try:
             r = await self.client.get(self.store, key, allow_stale=self.allow_stale)
         except grpc.RpcError as e:
-            raise QueryFailed(rpc_status(e), (e.details() if isinstance(e, grpc.Call) else "") or "") from None
+            raise QueryFailed(status_label(e), (e.details() if isinstance(e, grpc.Call) else "") or "") from None
         md = r.metadata
         return Answer(_count(r.value) if r.found else 0, bool(md["stale"]), int(md["lag"]), str(md["served_by"]))
 

@@ -4,7 +4,7 @@ Handlers raise; :func:`error_middleware` renders. The codes are stable (clients 
 switch on them), the messages are for people. gRPC statuses from the instances map as the servers
 assign them (``instance/server/status.py``): NOT_FOUND is an unknown store, INVALID_ARGUMENT a
 bad key, token or bound, FAILED_PRECONDITION a watch of a store without a changelog, UNAVAILABLE a
-refusal whose details start with the reason.
+refusal whose typed details give the reason (router/status_details.py).
 """
 
 from __future__ import annotations
@@ -17,14 +17,13 @@ import grpc
 from aiohttp import web
 
 from router.echo import clip
-from router.unavailable import UnavailableReason
+from router.status_details import refusal_of
 
 log = logging.getLogger(__name__)
 
 #: gateway-level reason of a 503 when no instance could be reached at all (the others are
 #: :class:`router.unavailable.UnavailableReason` names, as the instances report them)
 UNREACHABLE = "UNREACHABLE"
-_REASONS = frozenset(r.name for r in UnavailableReason)
 
 
 class ApiError(Exception):
@@ -46,9 +45,9 @@ def bad_request(message: str) -> ApiError:
 
 
 def is_refusal(e: grpc.RpcError) -> bool:
-    """UNAVAILABLE that an instance sent on purpose (details start with a reason): the cluster
+    """UNAVAILABLE that an instance sent on purpose (typed details give the reason): the cluster
     answered. Anything else UNAVAILABLE is the transport: that instance could not be reached."""
-    return e.code() is grpc.StatusCode.UNAVAILABLE and (e.details() or "").split(":", 1)[0] in _REASONS
+    return e.code() is grpc.StatusCode.UNAVAILABLE and refusal_of(e) is not None
 
 
 def from_rpc_error(e: grpc.RpcError) -> ApiError:
@@ -61,12 +60,9 @@ def from_rpc_error(e: grpc.RpcError) -> ApiError:
     if code is grpc.StatusCode.FAILED_PRECONDITION:  # e.g. watching a store without a changelog
         return ApiError(409, "FAILED_PRECONDITION", details)
     if code is grpc.StatusCode.UNAVAILABLE:
-        head, _, rest = details.partition(":")
-        if head in _REASONS:
-            message, _, tried = rest.strip().rpartition(" tried=")
-            if not message:  # no tried list
-                message, tried = rest.strip(), ""
-            return unavailable(head, message, [t for t in tried.split(",") if t])
+        refused = refusal_of(e)
+        if refused is not None:
+            return unavailable(refused.reason.name, refused.message, list(refused.tried))
         return unavailable(UNREACHABLE, details)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return ApiError(504, "DEADLINE_EXCEEDED", details or "the instances did not answer in time")
@@ -86,7 +82,7 @@ def to_api_error(e: BaseException) -> ApiError:
     if isinstance(e, web.HTTPException):  # aiohttp's own: no route, wrong method, ...
         codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
         return ApiError(e.status, codes.get(e.status, "HTTP_ERROR"), e.reason)
-    if isinstance(e, ValueError):  # e.g. text protobuf cannot carry (lone surrogates)
+    if isinstance(e, UnicodeError):  # caller text protobuf cannot carry (lone surrogates)
         return bad_request(str(e))
     log.error("gateway request failed", exc_info=e)
     return ApiError(500, "INTERNAL", f"{type(e).__name__}: {e}")

@@ -1,4 +1,6 @@
+from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -587,3 +589,45 @@ class DescribeReply(_message.Message):
     input_lag: _containers.RepeatedCompositeFieldContainer[InputLag]
     input_lag_error: str
     def __init__(self, asked: _Optional[str] = ..., application_id: _Optional[str] = ..., description: _Optional[str] = ..., subtopologies: _Optional[_Iterable[_Union[SubtopologyInfo, _Mapping]]] = ..., global_stores: _Optional[_Iterable[_Union[GlobalStoreInfo, _Mapping]]] = ..., input_lag: _Optional[_Iterable[_Union[InputLag, _Mapping]]] = ..., input_lag_error: _Optional[str] = ...) -> None: ...
+
+class ErrorStatus(_message.Message):
+    __slots__ = ("code", "message", "details")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    details: _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
+
+class QueryRefusal(_message.Message):
+    __slots__ = ("reason", "tried", "message")
+    class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REASON_UNSPECIFIED: _ClassVar[QueryRefusal.Reason]
+        NOT_UP_TO_BOUND: _ClassVar[QueryRefusal.Reason]
+        NO_REPLICA_WITHIN_LAG: _ClassVar[QueryRefusal.Reason]
+        REBALANCING: _ClassVar[QueryRefusal.Reason]
+        NOT_ACTIVE: _ClassVar[QueryRefusal.Reason]
+        NOT_AVAILABLE: _ClassVar[QueryRefusal.Reason]
+    REASON_UNSPECIFIED: QueryRefusal.Reason
+    NOT_UP_TO_BOUND: QueryRefusal.Reason
+    NO_REPLICA_WITHIN_LAG: QueryRefusal.Reason
+    REBALANCING: QueryRefusal.Reason
+    NOT_ACTIVE: QueryRefusal.Reason
+    NOT_AVAILABLE: QueryRefusal.Reason
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TRIED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    reason: QueryRefusal.Reason
+    tried: _containers.RepeatedScalarFieldContainer[str]
+    message: str
+    def __init__(self, reason: _Optional[_Union[QueryRefusal.Reason, str]] = ..., tried: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class WrongApplication(_message.Message):
+    __slots__ = ("serving", "expected")
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    serving: str
+    expected: str
+    def __init__(self, serving: _Optional[str] = ..., expected: _Optional[str] = ...) -> None: ...

@@ -15,6 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from devtools.broker import free_port
+from router.client_core import ClientError, unavailable
 from router.gateway import GatewayConfig, create_app
 from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery
@@ -26,17 +27,18 @@ from router.gateway.prometheus import render
 from router.gateway.snapshot import Sample, Snapshot, metadata_to_json, rates, store_replicas
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from router.status_details import refusal_status
+from router.unavailable import UnavailableError, UnavailableReason
 
 
-class FakeRpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
+def FakeRpcError(code: grpc.StatusCode, details: str) -> ClientError:  # noqa: N802 - shaped as a class
+    """An error as an instance sends it: a refusal's reason and tried ids (``"REASON: message
+    tried=a,b"``, the text servers write) also in its typed details."""
+    head, _, rest = details.partition(": ")
+    if code is grpc.StatusCode.UNAVAILABLE and head in UnavailableReason.__members__:
+        message, _, tried = rest.partition(" tried=")
+        return unavailable(UnavailableError(UnavailableReason[head], message, [t for t in tried.split(",") if t]))
+    return ClientError(code, details)
 
 
 def test_grpc_statuses_map_to_http_once() -> None:
@@ -60,7 +62,11 @@ def test_grpc_statuses_map_to_http_once() -> None:
            (502, "UPSTREAM_ERROR")
     assert is_refusal(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "NOT_ACTIVE: moved"))
     assert not is_refusal(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "Connection refused"))
-    assert to_api_error(ValueError("surrogates not allowed")).status == 400
+    # a reason named in the text alone (another server's, or a message that happens to start so)
+    # is no refusal: only the typed details say so
+    assert not is_refusal(ClientError(grpc.StatusCode.UNAVAILABLE, "NOT_ACTIVE: moved"))
+    assert to_api_error(UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed")).status == 400
+    assert to_api_error(ValueError("a bug, not the caller's input")).status == 500
     assert to_api_error(RuntimeError("bug")).status == 500
 
 
@@ -91,7 +97,8 @@ class Fake(pb_grpc.InteractiveQueryServicer):
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
         self.calls += 1
         if self.refuse:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "REBALANCING: not now")
+            context.abort_with_status(refusal_status(UnavailableError(UnavailableReason.REBALANCING, "not now"),
+                                                     "REBALANCING: not now"))
         return pb.GetReply(found=True, value_json=json.dumps(request.key),
                            metadata=pb.ReadMetadata(served_by=self.name, role="ACTIVE"))
 

@@ -23,6 +23,7 @@ from router.options import QueryOptions
 from router.routing_table import RoutingTable
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from router.status_details import refusal_of
 from router.unavailable import UnavailableError, UnavailableReason
 
 S = StringSerde()
@@ -59,6 +60,8 @@ def test_before_start_and_while_loading_a_global_store_is_unavailable(
     e = _status(lambda: stub.Get(get, timeout=5))
     assert e.code() is grpc.StatusCode.UNAVAILABLE
     assert e.details().startswith("NOT_AVAILABLE: KafkaStreams is not started")
+    refused = refusal_of(e)  # the reason is typed in the status's details, not read from the text
+    assert refused is not None and refused.reason is UnavailableReason.NOT_AVAILABLE
     # start() has begun (REBALANCING) but the global thread has not finished loading the store
     streams._sm.set(State.REBALANCING)
     assert streams.global_thread is None
@@ -68,9 +71,10 @@ def test_before_start_and_while_loading_a_global_store_is_unavailable(
         e = _status(call)
         assert e.code() is grpc.StatusCode.UNAVAILABLE
         assert e.details().startswith("NOT_AVAILABLE: global store 'lookup' is not queryable yet"), e.details()
+        assert getattr(refusal_of(e), "reason", None) is UnavailableReason.NOT_AVAILABLE
     # an unknown store is still NOT_FOUND, naming the global store among the known ones
     e = _status(lambda: stub.Get(pb.GetRequest(store="nope", key="k"), timeout=5))
-    assert e.code() is grpc.StatusCode.NOT_FOUND and "lookup" in e.details()
+    assert e.code() is grpc.StatusCode.NOT_FOUND and "lookup" in e.details() and refusal_of(e) is None
     e = _status(lambda: list(stub.All(pb.AllRequest(store="nope"), timeout=5)))
     assert e.code() is grpc.StatusCode.NOT_FOUND
     # a global store is a key-value store: no window fetch; and it has no changelog to watch
@@ -126,7 +130,7 @@ def test_client_passes_a_global_get_to_the_next_instance_when_one_refuses() -> N
     """An instance still loading the global store refuses (UNAVAILABLE NOT_AVAILABLE): the routing
     client asks the next live instance instead of retrying the same one."""
     from router.client import QueryClient
-    from router.client_core import ClientError
+    from router.client_core import unavailable
 
     reply = pb.MetadataReply(asked="a", store_routes=[
         pb.StoreRoute(store="lookup", subtopology=-1, partitions=0, key_serde="string", value_serde="string",
@@ -142,8 +146,8 @@ def test_client_passes_a_global_get_to_the_next_instance_when_one_refuses() -> N
         def Get(self, request: pb.GetRequest, timeout: float) -> pb.GetReply:  # noqa: N802 - gRPC's name
             asked.append(self.endpoint)
             if self.endpoint == "h:1":
-                raise ClientError(grpc.StatusCode.UNAVAILABLE, "NOT_AVAILABLE: global store 'lookup' is not "
-                                                               "queryable yet")
+                raise unavailable(UnavailableError(UnavailableReason.NOT_AVAILABLE,
+                                                   "global store 'lookup' is not queryable yet"))
             return pb.GetReply(found=True, value=b"v", value_json='"v"', value_serde="string",
                                metadata=pb.ReadMetadata(served_by="b", role="GLOBAL"))
 

@@ -32,8 +32,8 @@ def test_echo_clips_long_input_and_says_how_long_it_was() -> None:
 
 
 def test_grpc_details_are_clipped_whatever_echoed_them() -> None:
-    code, details = to_status(UnknownStateStoreException("unknown store " + "s" * 1_000_000))
-    assert code is grpc.StatusCode.NOT_FOUND and len(details) < MAX_MESSAGE_CHARS + 30
+    status = to_status(UnknownStateStoreException("unknown store " + "s" * 1_000_000))
+    assert status.code is grpc.StatusCode.NOT_FOUND and len(status.details) < MAX_MESSAGE_CHARS + 30
     with pytest.raises(ValueError) as e:
         PositionToken.decode("A" * 3_000_000)
     assert len(str(e.value)) < 300

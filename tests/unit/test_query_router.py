@@ -202,9 +202,9 @@ def test_reason_order_and_details() -> None:
     assert [r.name for r in R] == ["NOT_UP_TO_BOUND", "NO_REPLICA_WITHIN_LAG", "REBALANCING", "NOT_ACTIVE",
                                    "NOT_AVAILABLE"]
     assert R.most_relevant([]) is R.NOT_AVAILABLE
-    assert R.from_details("NOT_ACTIVE: a standby is here") is R.NOT_ACTIVE
-    assert R.from_details("failed to connect to all addresses") is R.NOT_AVAILABLE
-    assert R.from_details("") is R.NOT_AVAILABLE
+    assert R.named("NOT_ACTIVE") is R.NOT_ACTIVE
+    assert R.named("SOME_FUTURE_REASON") is R.NOT_AVAILABLE
+    assert R.named("") is R.NOT_AVAILABLE
 
 
 def test_forwarded_query_is_answered_locally_or_refused_never_forwarded() -> None:

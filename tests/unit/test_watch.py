@@ -103,7 +103,7 @@ def test_bad_requests_and_their_status(streams: KafkaStreams) -> None:
     def status(request: pb.WatchRequest) -> grpc.StatusCode:
         with pytest.raises(Exception) as e:
             plan_watch(streams, request)
-        return to_status(e.value)[0]
+        return to_status(e.value).code
 
     invalid = grpc.StatusCode.INVALID_ARGUMENT
     assert status(pb.WatchRequest(store="counts")) is invalid  # nothing to watch
@@ -119,7 +119,7 @@ def test_bad_requests_and_their_status(streams: KafkaStreams) -> None:
     with pytest.raises(StoreNotLoggedException, match="no changelog"):
         plan_watch(streams, pb.WatchRequest(store="initials", all=True))
     assert status(pb.WatchRequest(store="initials", all=True)) is grpc.StatusCode.FAILED_PRECONDITION
-    assert to_status(TooManyWatchesException("busy"))[0] is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert to_status(TooManyWatchesException("busy")).code is grpc.StatusCode.RESOURCE_EXHAUSTED
     with pytest.raises(ValueError, match="exactly one"):
         watch_request("counts", key=_key("a"), all_keys=True)
 
