@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.kafka_errors import is_topic_exists
+from router.instance_state import State
 from router.metadata import InstanceInfo, StoreInfo
 
 
@@ -54,8 +55,8 @@ def publish_app(bootstrap: str, application_id: str, stores: list[StoreInfo], in
     for s in stores:
         if s.changelog:
             _create(admin, s.changelog, s.partitions, True)
-    info = InstanceInfo(instance_id=instance_id, endpoint="", state=state, heartbeat_ms=int(time.time() * 1000),
-                        store_catalog=tuple(stores))
+    info = InstanceInfo(instance_id=instance_id, endpoint="", state=State.named(state),
+                        heartbeat_ms=int(time.time() * 1000), store_catalog=tuple(stores))
     p = Producer({"bootstrap.servers": bootstrap})
     p.produce(f"{application_id}-iqmesh-instances", info.to_json(), instance_id.encode())
     if p.flush(30):

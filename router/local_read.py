@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from router.instance_state import State
 from router.options import QueryOptions
 from router.unavailable import UnavailableError, UnavailableReason
 
@@ -35,12 +36,12 @@ class LocalReplica:
     def lag(self) -> int:
         return max(0, self.end_offset - self.position) if self.position >= 0 else 0
 
-    def is_stale(self, instance_state: str) -> bool:
+    def is_stale(self, instance_state: State) -> bool:
         """Anything but an up-to-date active of a RUNNING instance may miss recent writes; a global
         store only when its global thread is behind its topic's end (a rebalance does not touch it)."""
         if self.role is Role.GLOBAL:
             return self.lag > 0
-        return self.role is not Role.ACTIVE or instance_state != "RUNNING" or self.lag > 0 or self.catching_up
+        return self.role is not Role.ACTIVE or instance_state is not State.RUNNING or self.lag > 0 or self.catching_up
 
 
 def check_local_read(store: str, replica: LocalReplica, options: QueryOptions) -> None:

@@ -14,6 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from router.assignment import successor
+from router.instance_state import State
+from router.local_read import Role
+from router.task_id import TaskId
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,21 @@ class StorePartitionInfo:
 
     store: str
     partition: int
-    role: str  # ACTIVE | STANDBY | RESTORING
+    role: Role  # ACTIVE | STANDBY | RESTORING
     position: int
     end_offset: int
-    task_id: str = ""
+    task_id: TaskId | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the role's name and the task id as text (``""``: none)."""
+        return {**asdict(self), "role": self.role.value, "task_id": "" if self.task_id is None else str(self.task_id)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> StorePartitionInfo:
+        d = _known(StorePartitionInfo, d)
+        task = d.get("task_id") or None
+        return StorePartitionInfo(**{**d, "role": Role(d["role"]),
+                                     "task_id": None if task is None else TaskId.parse(task)})
 
     @property
     def lag(self) -> int:
@@ -95,12 +109,15 @@ class InstanceCounters:
 
 @dataclass(frozen=True)
 class InstanceInfo:
+    """What an instance publishes of itself; typed here (State, TaskId, Role), names and task-id
+    text only in its JSON (:meth:`to_json`, :meth:`from_json`) and on the gRPC wire."""
+
     instance_id: str
     endpoint: str
-    state: str
-    active_tasks: tuple[str, ...] = ()
-    standby_tasks: tuple[str, ...] = ()
-    restoring_tasks: tuple[str, ...] = ()
+    state: State
+    active_tasks: tuple[TaskId, ...] = ()
+    standby_tasks: tuple[TaskId, ...] = ()
+    restoring_tasks: tuple[TaskId, ...] = ()
     assignment_version: int = 0
     assigned_at_ms: int = 0
     heartbeat_ms: int = 0
@@ -120,22 +137,30 @@ class InstanceInfo:
     global_stores: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        d = asdict(self)
+        d["state"] = self.state.name
+        for name in _TASK_FIELDS:
+            d[name] = [str(t) for t in getattr(self, name)]
+        d["stores"] = [s.to_dict() for s in self.stores]
+        return json.dumps(d, separators=(",", ":")).encode()
 
     @staticmethod
     def from_json(data: bytes) -> InstanceInfo:
         d: dict[str, Any] = json.loads(data)
-        d["active_tasks"] = tuple(d.get("active_tasks", ()))
-        d["standby_tasks"] = tuple(d.get("standby_tasks", ()))
-        d["restoring_tasks"] = tuple(d.get("restoring_tasks", ()))
+        d["state"] = State.named(d.get("state", ""))
+        for name in _TASK_FIELDS:
+            d[name] = tuple(TaskId.parse(t) for t in d.get(name, ()))
         d["acks"] = tuple(d.get("acks", ()))
         d["member_ids"] = tuple(d.get("member_ids", ()))
-        d["stores"] = tuple(StorePartitionInfo(**_known(StorePartitionInfo, s)) for s in d.get("stores", ()))
+        d["stores"] = tuple(StorePartitionInfo.from_dict(s) for s in d.get("stores", ()))
         d["store_catalog"] = tuple(StoreInfo(**_known(StoreInfo, s)) for s in d.get("store_catalog", ()))
         d["global_stores"] = tuple(d.get("global_stores", ()))
         d["counters"] = InstanceCounters.from_dict(d.get("counters") or {})
         known = InstanceInfo.__dataclass_fields__
         return InstanceInfo(**{k: v for k, v in d.items() if k in known})  # a newer writer's fields: ignored
+
+
+_TASK_FIELDS = ("active_tasks", "standby_tasks", "restoring_tasks")
 
 
 def _known(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
@@ -160,9 +185,9 @@ class KeyQueryMetadata:
 NOT_AVAILABLE = KeyQueryMetadata(None, (), -1)
 
 
-def task_lag(info: InstanceInfo, task_id: str) -> int:
+def task_lag(info: InstanceInfo, task_id: TaskId) -> int:
     """Summed lag of the store partitions ``info`` reports for ``task_id`` (0 if none)."""
-    return sum(s.lag for s in info.stores if s.task_id == task_id and s.role != "ACTIVE")
+    return sum(s.lag for s in info.stores if s.task_id == task_id and s.role is not Role.ACTIVE)
 
 
 class ClusterView:
@@ -192,9 +217,9 @@ class ClusterView:
 
     def is_alive(self, info: InstanceInfo, now_ms: int | None = None) -> bool:
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        return info.state in ("RUNNING", "REBALANCING") and now - info.heartbeat_ms <= self.liveness_ms
+        return info.state.is_running_or_rebalancing() and now - info.heartbeat_ms <= self.liveness_ms
 
-    def owner(self, task_id: str) -> InstanceInfo | None:
+    def owner(self, task_id: TaskId) -> InstanceInfo | None:
         """The live instance that holds ``task_id`` active (restoring counts as holding it); when
         two claim it during a rebalance, the most recent assignment wins."""
         best: InstanceInfo | None = None
@@ -206,20 +231,20 @@ class ClusterView:
                     best = info
         return best
 
-    def standbys(self, task_id: str) -> list[InstanceInfo]:
+    def standbys(self, task_id: TaskId) -> list[InstanceInfo]:
         """Live instances that report ``task_id`` as a standby, least lagging first."""
         found = [i for i in self.instances() if self.is_alive(i) and task_id in i.standby_tasks]
         return sorted(found, key=lambda i: (task_lag(i, task_id), i.instance_id))
 
-    def takeover_member(self, task_id: str, num_partitions: int) -> str | None:
+    def takeover_member(self, task_id: TaskId, num_partitions: int) -> str | None:
         """The group member ``range`` will give ``task_id`` if its owner leaves (None: unknown)."""
         owner = self.owner(task_id)
         if owner is None or not owner.member_ids:
             return None
         members = [m for i in self.instances() if self.is_alive(i) for m in i.member_ids]
-        return successor(int(task_id.rsplit("_", 1)[1]), num_partitions, members, set(owner.member_ids))
+        return successor(task_id.partition, num_partitions, members, set(owner.member_ids))
 
-    def standby_placement(self, task_id: str, replicas: int, num_partitions: int = 0) -> list[str]:
+    def standby_placement(self, task_id: TaskId, replicas: int, num_partitions: int = 0) -> list[str]:
         """Instance ids that should hold standbys of ``task_id``. The first is the instance the
         assignor will move the task to if its owner leaves (so a takeover restores only the
         delta), the others follow the owner on the sorted ring of live instance ids. Every
@@ -241,7 +266,7 @@ class ClusterView:
         return others[:replicas]
 
     def key_query_metadata(self, subtopology: int, partition: int) -> KeyQueryMetadata:
-        tid = f"{subtopology}_{partition}"
+        tid = TaskId(subtopology, partition)
         owner = self.owner(tid)
         if owner is None:
             return NOT_AVAILABLE

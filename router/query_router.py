@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from router.instance_state import State
 from router.metadata import ClusterView, task_lag
 from router.options import QueryOptions
 from router.task_id import TaskId
@@ -20,8 +21,6 @@ from router.unavailable import UnavailableError, UnavailableReason
 
 R = TypeVar("R")
 
-#: instance states in which this instance trusts the view enough to route to the active
-_ROUTING_STATES = ("RUNNING", "REBALANCING")
 #: refusals of the active that a standby's (stale) answer gets around
 _STALE_HELPS = (UnavailableReason.REBALANCING, UnavailableReason.NOT_ACTIVE, UnavailableReason.NOT_AVAILABLE)
 
@@ -43,20 +42,20 @@ class QueryRouter:
         self.view = view
         self.local_id = local_id
 
-    def candidates(self, task: TaskId, options: QueryOptions, local_state: str = "RUNNING") -> list[Candidate]:
+    def candidates(self, task: TaskId, options: QueryOptions, local_state: State = State.RUNNING) -> list[Candidate]:
         """Live replicas of ``task`` in the order they are asked. While ``local_state`` is not
         RUNNING or REBALANCING the active is left out (the view may be stale or empty then)."""
-        tid = str(task)
         infos = []
-        owner = self.view.owner(tid) if local_state in _ROUTING_STATES else None
+        # only while RUNNING or REBALANCING does this instance trust the view enough to route to the active
+        owner = self.view.owner(task) if local_state.is_running_or_rebalancing() else None
         if owner is not None:
             infos.append(owner)
         if options.allow_stale:
-            infos += [i for i in self.view.standbys(tid) if owner is None or i.instance_id != owner.instance_id]
-        return [Candidate(i.instance_id, i.endpoint, task_lag(i, tid)) for i in infos]
+            infos += [i for i in self.view.standbys(task) if owner is None or i.instance_id != owner.instance_id]
+        return [Candidate(i.instance_id, i.endpoint, task_lag(i, task)) for i in infos]
 
     def route(self, store: str, task: TaskId | None, options: QueryOptions, answer_local: Callable[[], R],
-              forward: Callable[[str], R], *, forwarded: bool = False, local_state: str = "RUNNING") -> R:
+              forward: Callable[[str], R], *, forwarded: bool = False, local_state: State = State.RUNNING) -> R:
         """The first answer of the candidates for ``task``. ``answer_local()`` and
         ``forward(endpoint)`` return the answer or raise UnavailableError to pass to the next
         candidate; any other exception ends routing. A ``forwarded`` query is answered locally or
@@ -81,25 +80,25 @@ class QueryRouter:
         raise UnavailableError(err.reason, f"{err}{hint}", err.tried) if hint else err
 
     def plan(self, store: str, task: TaskId, options: QueryOptions,
-             local_state: str = "RUNNING") -> tuple[list[Candidate], list[UnavailableReason]]:
+             local_state: State = State.RUNNING) -> tuple[list[Candidate], list[UnavailableReason]]:
         """The candidates to ask, in order, and the reasons of those skipped (lag above
         ``max_lag``): the steps of :meth:`route` for a caller that asks them itself (an async
         client). Raises UnavailableError when ``task`` has no live replica at all."""
         candidates = self.candidates(task, options, local_state)
         if not candidates:
-            rebalancing = local_state == "REBALANCING" or bool(self.view.instances())
+            rebalancing = local_state is State.REBALANCING or bool(self.view.instances())
             raise UnavailableError(
                 UnavailableReason.REBALANCING if rebalancing else UnavailableReason.NOT_AVAILABLE,
-                f"no live replica of {store!r} partition {task.partition} (instance state {local_state})"
+                f"no live replica of {store!r} partition {task.partition} (instance state {local_state.name})"
                 f"{self.stale_hint(task, options, local_state)}")
         if options.max_lag is None:
             return candidates, []
         within = [c for c in candidates if c.lag <= options.max_lag]
         return within, [UnavailableReason.NO_REPLICA_WITHIN_LAG] * (len(candidates) - len(within))
 
-    def stale_hint(self, task: TaskId, options: QueryOptions, local_state: str = "RUNNING") -> str:
+    def stale_hint(self, task: TaskId, options: QueryOptions, local_state: State = State.RUNNING) -> str:
         """When a strict read is refused but a standby holds the partition: how to read it there."""
-        if options.allow_stale or not self.view.standbys(str(task)):
+        if options.allow_stale or not self.view.standbys(task):
             return ""
         return ("; a standby holds this partition: allow stale reads to be answered there, possibly behind "
                 "(--allow-stale, allow_stale=true)")

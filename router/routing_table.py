@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from instance.serde import Serde, serde_by_name
+from router.instance_state import State
+from router.local_read import Role
 from router.metadata import ClusterView, InstanceInfo, StorePartitionInfo
 from router.partitioner import default_partition
 from router.query_keys import MAX_QUERY_KEY_BYTES
@@ -38,18 +40,18 @@ class FrozenView(ClusterView):
     def __init__(self, alive: set[str]) -> None:
         super().__init__()
         self._alive = alive
-        self._owners: dict[str, InstanceInfo | None] = {}
-        self._standbys: dict[str, list[InstanceInfo]] = {}
+        self._owners: dict[TaskId, InstanceInfo | None] = {}
+        self._standbys: dict[TaskId, list[InstanceInfo]] = {}
 
     def is_alive(self, info: InstanceInfo, now_ms: int | None = None) -> bool:
-        return info.instance_id in self._alive and info.state in ("RUNNING", "REBALANCING")
+        return info.instance_id in self._alive and info.state.is_running_or_rebalancing()
 
-    def owner(self, task_id: str) -> InstanceInfo | None:
+    def owner(self, task_id: TaskId) -> InstanceInfo | None:
         if task_id not in self._owners:
             self._owners[task_id] = super().owner(task_id)
         return self._owners[task_id]
 
-    def standbys(self, task_id: str) -> list[InstanceInfo]:
+    def standbys(self, task_id: TaskId) -> list[InstanceInfo]:
         if task_id not in self._standbys:
             self._standbys[task_id] = super().standbys(task_id)
         return list(self._standbys[task_id])
@@ -66,14 +68,14 @@ class RoutingTable:
                        for r in reply.store_routes}
         sub_of = {r.store: r.subtopology for r in self.stores.values() if not r.global_store}
         self.view = FrozenView({i.instance_id for i in reply.instances if i.alive})
-        for i in reply.instances:
-            stores = tuple(StorePartitionInfo(s.store, s.partition, s.role, s.position, s.end_offset,
-                                              f"{sub_of[s.store]}_{s.partition}" if s.store in sub_of else "")
+        for i in reply.instances:  # the wire's names and task-id text become types here
+            stores = tuple(StorePartitionInfo(s.store, s.partition, Role(s.role), s.position, s.end_offset,
+                                              TaskId(sub_of[s.store], s.partition) if s.store in sub_of else None)
                            for s in i.stores)
             self.view.update(InstanceInfo(
-                instance_id=i.instance_id, endpoint=i.endpoint, state=i.state,
-                active_tasks=tuple(i.active_tasks), standby_tasks=tuple(i.standby_tasks),
-                restoring_tasks=tuple(i.restoring_tasks), assigned_at_ms=i.assigned_at_ms, stores=stores))
+                instance_id=i.instance_id, endpoint=i.endpoint, state=State.named(i.state),
+                active_tasks=_task_ids(i.active_tasks), standby_tasks=_task_ids(i.standby_tasks),
+                restoring_tasks=_task_ids(i.restoring_tasks), assigned_at_ms=i.assigned_at_ms, stores=stores))
         self._serdes: dict[str, Serde | None] = {}
 
     def age(self) -> float:
@@ -121,6 +123,10 @@ class RoutingTable:
         if route.store not in self._serdes:
             self._serdes[route.store] = _serde(route.key_serde)
         return self._serdes[route.store]
+
+
+def _task_ids(texts: Any) -> tuple[TaskId, ...]:
+    return tuple(TaskId.parse(t) for t in texts)
 
 
 def _serde(name: str) -> Serde | None:

@@ -36,6 +36,7 @@ from instance.state.cleanup import clean_unowned_task_dirs
 from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
 from router.echo import clip, echo
+from router.local_read import Role
 from router.metadata import (
     NOT_AVAILABLE,
     ClusterView,
@@ -255,35 +256,35 @@ class KafkaStreams:
 
     # -- metadata -----------------------------------------------------------------------------
     def instance_info(self) -> InstanceInfo:
-        active: list[str] = []
-        restoring: list[str] = []
-        standby: list[str] = []
+        active: list[TaskId] = []
+        restoring: list[TaskId] = []
+        standby: list[TaskId] = []
         stores: list[StorePartitionInfo] = []
         for tm in self._task_managers():
             with tm.lock:
                 for tid, task in list(tm.tasks.items()):
                     is_restoring = tid in tm.restoring
-                    (restoring if is_restoring else active).append(str(tid))
+                    (restoring if is_restoring else active).append(tid)
                     progress = tm.restorer.progress(task) if is_restoring else {}
-                    role = "RESTORING" if is_restoring else "ACTIVE"
+                    role = Role.RESTORING if is_restoring else Role.ACTIVE
                     for name in task.stores:
                         tp = self._changelog_tp(name, tid.partition)
                         if tp in progress:
                             pos, end = progress[tp]
                         else:
                             pos = end = task.state.position(tp) if tp else -1
-                        stores.append(StorePartitionInfo(name, tid.partition, role, pos, end, str(tid)))
+                        stores.append(StorePartitionInfo(name, tid.partition, role, pos, end, tid))
                 for tid, sb in list(tm.standby.tasks.items()):
-                    standby.append(str(tid))
+                    standby.append(tid)
                     for name in sb.stores:
                         tp = self._changelog_tp(name, tid.partition)
                         pos = sb.changelog_offsets.get(tp, -1) if tp else -1
                         end = sb.end_offsets.get(tp, -1) if tp else -1
-                        stores.append(StorePartitionInfo(name, tid.partition, "STANDBY", pos, end, str(tid)))
+                        stores.append(StorePartitionInfo(name, tid.partition, Role.STANDBY, pos, end, tid))
         return InstanceInfo(
             instance_id=self.instance_id,
             endpoint=self.config.application_server,
-            state=self.state.name,
+            state=self.state,
             active_tasks=tuple(sorted(active)),
             standby_tasks=tuple(sorted(standby)),
             restoring_tasks=tuple(sorted(restoring)),
@@ -392,15 +393,15 @@ class KafkaStreams:
             parts = self.layout.tasks_per_subtopology[st.id]
             for p in range(parts):
                 tid = TaskId(st.id, p)
-                heir = mine.get(self.view.takeover_member(str(tid), parts) or "")
+                heir = mine.get(self.view.takeover_member(tid, parts) or "")
                 host = heir.index if heir is not None else p % self.config.num_stream_threads + 1
                 if host != thread.index:
                     continue
-                if self.view.owner(str(tid)) is None:
+                if self.view.owner(tid) is None:
                     # its active is gone: a standby held here is now the best replica; keep it
                     if thread.tasks is not None and tid in thread.tasks.standby.tasks:
                         out.add(tid)
-                elif self.instance_id in self.view.standby_placement(str(tid), n, parts):
+                elif self.instance_id in self.view.standby_placement(tid, n, parts):
                     out.add(tid)
         return out
 

@@ -52,6 +52,7 @@ from instance.runtime.group_admin import (
     remove_members,
 )
 from instance.runtime.stuck_rebalance import StuckRebalanceWatchdog
+from router.instance_state import State
 from router.metadata import ClusterView, InstanceInfo
 
 if TYPE_CHECKING:
@@ -255,7 +256,7 @@ class MembershipCoordinator:
 
     def _announcing(self, info: InstanceInfo) -> bool:
         """Heartbeating and not stopped (a leaving instance is PENDING_SHUTDOWN)."""
-        return info.state not in ("NOT_RUNNING", "ERROR") and \
+        return info.state not in (State.NOT_RUNNING, State.ERROR) and \
             int(time.time() * 1000) - info.heartbeat_ms <= self.view.liveness_ms
 
     def still_announced(self, intent: str) -> bool:
@@ -292,7 +293,7 @@ class MembershipCoordinator:
         return bool(live) and min(i.instance_id for i in live) == self.me
 
     def _watch_rebalance(self, live: list[InstanceInfo]) -> None:
-        if self._is_janitor(live) and any(i.state == "REBALANCING" for i in live):
+        if self._is_janitor(live) and any(i.state is State.REBALANCING for i in live):
             self._watchdog.poke()
         else:
             self._watchdog.reset()
@@ -369,7 +370,7 @@ class MembershipCoordinator:
             return [m for m in describe_group_members(bootstrap, group)
                     if m.client_id.startswith(thread_client_prefix(dead))]
 
-        if info.state in ("NOT_RUNNING", "ERROR"):
+        if info.state in (State.NOT_RUNNING, State.ERROR):
             # stopped cleanly: a dynamic member left the group, a static one stays until removed
             if not left_behind():
                 return

@@ -1,40 +1,14 @@
-"""KafkaStreams.State with Kafka Streams' allowed and ignored transitions."""
+"""KafkaStreams.State (router/instance_state.py, with its allowed transitions), the transitions
+Kafka Streams ignores, and the state machine that holds it."""
 
 from __future__ import annotations
 
 import builtins
-import enum
 import threading
 from collections.abc import Callable
 
 from instance.errors import IllegalStateException
-
-
-class State(enum.Enum):
-    CREATED = 0
-    REBALANCING = 1
-    RUNNING = 2
-    PENDING_SHUTDOWN = 3
-    NOT_RUNNING = 4
-    PENDING_ERROR = 5
-    ERROR = 6
-
-    def is_running_or_rebalancing(self) -> bool:
-        return self in (State.RUNNING, State.REBALANCING)
-
-    def valid_transition(self, new: State) -> bool:
-        return new in _VALID[self]
-
-
-_VALID: dict[State, frozenset[State]] = {
-    State.CREATED: frozenset({State.REBALANCING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}),
-    State.REBALANCING: frozenset({State.RUNNING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}),
-    State.RUNNING: frozenset({State.REBALANCING, State.RUNNING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}),
-    State.PENDING_SHUTDOWN: frozenset({State.NOT_RUNNING}),
-    State.NOT_RUNNING: frozenset(),
-    State.PENDING_ERROR: frozenset({State.ERROR}),
-    State.ERROR: frozenset(),
-}
+from router.instance_state import State
 
 StateListener = Callable[[State, State], None]
 

@@ -7,6 +7,7 @@ import functools
 import json
 from typing import Any
 
+from router.instance_state import State
 from router.local_read import LocalReplica
 from router.rpc import iqmesh_pb2 as pb
 from router.tokens import PositionToken
@@ -30,12 +31,12 @@ def position_token(store: str, partition: int, position: int) -> str:
 
 
 def read_metadata(store: str, replica: LocalReplica, served_by: str, endpoint: str,
-                  instance_state: str) -> pb.ReadMetadata:
+                  instance_state: State) -> pb.ReadMetadata:
     """Who answered from which replica and how fresh it is (stale: see LocalReplica.is_stale).
     ``forwarded`` stays false: the instance that forwarded the query marks the reply (router.forward),
     so a routing client that asks the replica itself sees an answer without a hop."""
     return pb.ReadMetadata(
-        served_by=served_by, endpoint=endpoint, role=replica.role.value, instance_state=instance_state,
+        served_by=served_by, endpoint=endpoint, role=replica.role.value, instance_state=instance_state.name,
         partition=replica.partition, position=replica.position, end_offset=replica.end_offset, lag=replica.lag,
         stale=replica.is_stale(instance_state),
         position_token=position_token(store, replica.partition, replica.position))

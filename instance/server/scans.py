@@ -81,7 +81,7 @@ class ScanService:
             options = QueryOptions.parse(store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
                                          o.position)
         router = QueryRouter(streams.view, streams.instance_id)
-        local_state = streams.state.name
+        local_state = streams.state
 
         def read(p: int) -> Page:
             if is_global:
@@ -146,7 +146,7 @@ class ScanService:
         except InvalidStateStoreException as e:  # closed while we read (migrated)
             raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name)
+                             streams.state)
         return PartitionPage(partition, entries, more, meta)
 
     def _read_global(self, parsed: ParsedScan, after: bytes | None, limit: int, options: QueryOptions) -> Page:
@@ -163,7 +163,7 @@ class ScanService:
         except InvalidStateStoreException as e:  # closed while we read (shutting down)
             raise UnavailableError(UnavailableReason.NOT_AVAILABLE, str(e)) from e
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name)
+                             streams.state)
         return PartitionPage(0, entries, more, meta)
 
     def _forward(self, endpoint: str, parsed: ParsedScan, after: bytes | None, partition: int, limit: int,

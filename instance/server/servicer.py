@@ -160,7 +160,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
 
         router = QueryRouter(streams.view, streams.instance_id)
         return router.route(store, None if forwarded else TaskId(sub, partition), options, answer_local, forward,
-                            forwarded=forwarded, local_state=streams.state.name)
+                            forwarded=forwarded, local_state=streams.state)
 
     def _get_global(self, request: pb.GetRequest, slot: QuerySlot) -> pb.GetReply:
         """A Get of a global store: answered here from this instance's whole copy (every instance
@@ -198,7 +198,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
         check_local_read(store, replica, options)
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name)
+                             streams.state)
         spec = streams.store_spec(store)
         reply = pb.GetReply(found=read.found, metadata=meta, value_serde=spec.value_serde.name)
         if read.found:
@@ -250,7 +250,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             task = TaskId(*streams.store_partition(store, key))
         router = QueryRouter(streams.view, streams.instance_id)
         return router.route(store, task, options, answer_local, forward, forwarded=request.forwarded,
-                            local_state=streams.state.name)
+                            local_state=streams.state)
 
     def _fetch_local(self, request: pb.WindowFetchRequest | pb.SessionFetchRequest, key: Any,
                      options: QueryOptions) -> pb.WindowFetchReply:
@@ -273,7 +273,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         spec = streams.topology.stores[store]
         vs = spec.value_serde.serialize
         meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name)
+                             streams.state)
         return pb.WindowFetchReply(
             windows=[pb.WindowEntry(start=s, end=e, value=vs(v) or b"", value_json=value_to_json(v))
                      for s, e, v in windows],
@@ -291,12 +291,12 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         out = pb.MetadataReply(asked=streams.instance_id, application_id=streams.config.application_id)
         for info in streams.metadata_for_all_streams_clients():
             out.instances.append(pb.InstanceMetadata(
-                instance_id=info.instance_id, endpoint=info.endpoint, state=info.state,
+                instance_id=info.instance_id, endpoint=info.endpoint, state=info.state.name,
                 heartbeat_age_ms=now - info.heartbeat_ms, alive=streams.view.is_alive(info, now),
-                active_tasks=list(info.active_tasks), standby_tasks=list(info.standby_tasks),
-                restoring_tasks=list(info.restoring_tasks), assigned_at_ms=info.assigned_at_ms,
+                active_tasks=[str(t) for t in info.active_tasks], standby_tasks=[str(t) for t in info.standby_tasks],
+                restoring_tasks=[str(t) for t in info.restoring_tasks], assigned_at_ms=info.assigned_at_ms,
                 counters=_counters_pb(info.counters),
-                stores=[pb.StorePartition(store=s.store, partition=s.partition, role=s.role,
+                stores=[pb.StorePartition(store=s.store, partition=s.partition, role=s.role.value,
                                           position=s.position, end_offset=s.end_offset, lag=s.lag)
                         for s in info.stores]))
         if streams.layout is not None:

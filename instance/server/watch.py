@@ -36,6 +36,7 @@ from instance.server.replies import value_to_json
 from router.metadata import ClusterView
 from router.query_keys import check_query_key
 from router.rpc import iqmesh_pb2 as pb
+from router.task_id import TaskId
 from router.watch_token import encode_offsets, resume_offsets, watch_fingerprint
 
 #: records per read, and the longest a read waits for them
@@ -168,7 +169,7 @@ def owners(view: ClusterView, sub: int, partitions: list[int]) -> dict[int, tupl
     """Partition -> (instance id, endpoint) of its active owner (("", "") when none is live)."""
     out: dict[int, tuple[str, str]] = {}
     for p in partitions:
-        info = view.owner(f"{sub}_{p}")
+        info = view.owner(TaskId(sub, p))
         out[p] = (info.instance_id, info.endpoint) if info is not None else ("", "")
     return out
 

@@ -87,8 +87,8 @@ def test_before_start_and_while_loading_a_global_store_is_unavailable(
 def test_a_global_copy_answers_without_allow_stale_and_is_stale_only_when_behind() -> None:
     fresh = LocalReplica(Role.GLOBAL, 0, 120, 120)
     behind = LocalReplica(Role.GLOBAL, 0, 100, 120)
-    assert not fresh.is_stale("REBALANCING") and not fresh.is_stale("RUNNING")
-    assert behind.is_stale("RUNNING") and behind.lag == 20
+    assert not fresh.is_stale(State.REBALANCING) and not fresh.is_stale(State.RUNNING)
+    assert behind.is_stale(State.RUNNING) and behind.lag == 20
     check_local_read("lookup", behind, QueryOptions())  # no refusal: every instance's own copy
     with pytest.raises(UnavailableError) as e:
         check_local_read("lookup", behind, QueryOptions.parse("lookup", False, 5, ""))
@@ -116,7 +116,7 @@ def test_routing_table_and_catalog_carry_the_global_flag() -> None:
 
 
 def test_instance_info_json_stays_compatible() -> None:
-    doc = json.loads(InstanceInfo("a", "h:1", "RUNNING", global_stores=("lookup",)).to_json())
+    doc = json.loads(InstanceInfo("a", "h:1", State.RUNNING, global_stores=("lookup",)).to_json())
     assert doc["global_stores"] == ["lookup"]
     # an older writer (no global_stores) and a newer one (extra catalog fields) both parse
     doc.pop("global_stores")

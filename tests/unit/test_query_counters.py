@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from instance.runtime.query_counters import QueryCounters
+from router.instance_state import State
 from router.metadata import InstanceCounters, InstanceInfo
 
 
@@ -39,7 +40,7 @@ def test_counters_travel_in_the_instance_info() -> None:
     c = InstanceCounters(records_processed=5, gets_local=1, gets_routed=2, gets_forwarded=3, get_seconds=0.25,
                          scans=4, scan_entries=40, query_errors=(("INVALID_ARGUMENT", 1),),
                          dropped_records=(("deserialization-error", 3),))
-    info = InstanceInfo("i0", "h:1", "RUNNING", counters=c)
+    info = InstanceInfo("i0", "h:1", State.RUNNING, counters=c)
     assert InstanceInfo.from_json(info.to_json()).counters == c
     # an instance of an older version publishes no counters: zeros
     old = b'{"instance_id": "i0", "endpoint": "h:1", "state": "RUNNING"}'

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from router.instance_state import State
 from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import ClusterView, InstanceInfo, StorePartitionInfo
 from router.options import QueryOptions
@@ -21,7 +23,6 @@ from router.unavailable import UnavailableReason as R
 
 STORE = "counts"
 TASK = TaskId(0, 3)
-TID = str(TASK)
 LIVENESS_MS = 5000
 
 
@@ -30,13 +31,13 @@ def now_ms() -> int:
 
 
 def info(iid: str, *, active: bool = False, standby: bool = False, restoring: bool = False, lag: int = 0,
-         state: str = "RUNNING", heartbeat_age_ms: int = 0, assigned_at_ms: int = 0) -> InstanceInfo:
-    role = "ACTIVE" if active else "RESTORING" if restoring else "STANDBY"
-    stores = (StorePartitionInfo(STORE, TASK.partition, role, 100 - lag, 100, TID),) if active or standby or \
+         state: State = State.RUNNING, heartbeat_age_ms: int = 0, assigned_at_ms: int = 0) -> InstanceInfo:
+    role = Role.ACTIVE if active else Role.RESTORING if restoring else Role.STANDBY
+    stores = (StorePartitionInfo(STORE, TASK.partition, role, 100 - lag, 100, TASK),) if active or standby or \
         restoring else ()
     return InstanceInfo(instance_id=iid, endpoint=f"{iid}:9000", state=state,
-                        active_tasks=(TID,) if active else (), standby_tasks=(TID,) if standby else (),
-                        restoring_tasks=(TID,) if restoring else (), assigned_at_ms=assigned_at_ms,
+                        active_tasks=(TASK,) if active else (), standby_tasks=(TASK,) if standby else (),
+                        restoring_tasks=(TASK,) if restoring else (), assigned_at_ms=assigned_at_ms,
                         heartbeat_ms=now_ms() - heartbeat_age_ms, stores=stores)
 
 
@@ -72,7 +73,7 @@ STRICT = QueryOptions()
 
 
 def route(view: ClusterView, calls: Calls, options: QueryOptions = STRICT, local_id: str | None = "me", *,
-          forwarded: bool = False, local_state: str = "RUNNING") -> str:
+          forwarded: bool = False, local_state: State = State.RUNNING) -> str:
     return QueryRouter(view, local_id).route(STORE, TASK, options, calls.answer_local, calls.forward,
                                              forwarded=forwarded, local_state=local_state)
 
@@ -135,7 +136,7 @@ def test_most_recent_assignment_wins_between_two_claimants() -> None:
 def test_dead_instances_are_skipped() -> None:
     stale_heartbeat = LIVENESS_MS + 1000
     view = view_of(info("a", active=True, heartbeat_age_ms=stale_heartbeat), info("b", standby=True),
-                   info("c", standby=True, state="PENDING_SHUTDOWN"))
+                   info("c", standby=True, state=State.PENDING_SHUTDOWN))
     calls = Calls()
     assert route(view, calls, QueryOptions(allow_stale=True)) == "b:9000"
     assert calls.asked == ["b:9000"]
@@ -146,17 +147,17 @@ def test_dead_instances_are_skipped() -> None:
 
 def test_no_candidates_reason() -> None:
     assert refusal(lambda: route(view_of(), Calls())).reason is R.NOT_AVAILABLE
-    assert refusal(lambda: route(view_of(), Calls(), local_state="REBALANCING")).reason is R.REBALANCING
+    assert refusal(lambda: route(view_of(), Calls(), local_state=State.REBALANCING)).reason is R.REBALANCING
     assert refusal(lambda: route(view_of(info("x")), Calls())).reason is R.REBALANCING  # someone is there
 
 
 def test_active_is_not_routed_to_unless_this_instance_runs_or_rebalances() -> None:
     view = view_of(info("a", active=True), info("b", standby=True))
     router = QueryRouter(view, "me")
-    for state in ("CREATED", "PENDING_SHUTDOWN", "ERROR"):
+    for state in (State.CREATED, State.PENDING_SHUTDOWN, State.ERROR):
         assert router.candidates(TASK, QueryOptions(), state) == []
         assert [c.instance_id for c in router.candidates(TASK, QueryOptions(allow_stale=True), state)] == ["b"]
-    assert [c.instance_id for c in router.candidates(TASK, QueryOptions(), "REBALANCING")] == ["a"]
+    assert [c.instance_id for c in router.candidates(TASK, QueryOptions(), State.REBALANCING)] == ["a"]
 
 
 def test_max_lag_skips_replicas_that_report_more_lag() -> None:
@@ -260,9 +261,9 @@ def test_local_checks() -> None:
     assert check(Role.ACTIVE, 11, 11, bounded) is None
     assert check(Role.ACTIVE, 10, 10, bounded, partition=4) is None  # the bound is per partition
     replica = LocalReplica(Role.ACTIVE, 3, 10, 10)
-    assert not replica.is_stale("RUNNING") and replica.is_stale("REBALANCING")
-    assert LocalReplica(Role.ACTIVE, 3, 9, 10).is_stale("RUNNING")
-    assert LocalReplica(Role.STANDBY, 3, 10, 10).is_stale("RUNNING")
+    assert not replica.is_stale(State.RUNNING) and replica.is_stale(State.REBALANCING)
+    assert LocalReplica(Role.ACTIVE, 3, 9, 10).is_stale(State.RUNNING)
+    assert LocalReplica(Role.STANDBY, 3, 10, 10).is_stale(State.RUNNING)
 
 
 def test_query_options_parse() -> None:
@@ -379,3 +380,17 @@ def test_a_strict_read_refused_while_a_standby_holds_the_partition_suggests_allo
     assert e.reason is R.REBALANCING and hint in str(e) and e.tried == ("a",)
     e = refusal(lambda: route(view_of(info("x")), Calls()))  # no standby: nothing to suggest
     assert "allow" not in str(e)
+
+
+def test_instance_info_is_typed_and_its_json_keeps_the_wire_names() -> None:
+    """State, TaskId and Role are types on both sides; names and task-id text only in the JSON."""
+    i = info("a", standby=True, lag=4, state=State.REBALANCING)
+    doc = json.loads(i.to_json())
+    assert (doc["state"], doc["standby_tasks"], doc["stores"][0]["role"], doc["stores"][0]["task_id"]) == \
+           ("REBALANCING", ["0_3"], "STANDBY", "0_3")
+    back = InstanceInfo.from_json(i.to_json())
+    assert back == i and back.state is State.REBALANCING and back.standby_tasks == (TASK,)
+    assert back.stores[0].role is Role.STANDBY and back.stores[0].task_id == TASK
+    newer = json.loads(i.to_json())
+    newer["state"] = "SOME_FUTURE_STATE"
+    assert InstanceInfo.from_json(json.dumps(newer).encode()).state is State.NOT_RUNNING  # never routed to

@@ -14,6 +14,7 @@ from analytics.snapshot.catalog import Catalog
 from analytics.snapshot.changelog import ReadRange, plan_ranges
 from analytics.snapshot.cut import Cut, parse_at, read_local_text
 from analytics.snapshot.options import SnapshotError, SnapshotOptions, add_arguments, options_from_args
+from router.instance_state import State
 from router.metadata import InstanceInfo, StoreInfo
 from router.tokens import PositionToken
 
@@ -90,7 +91,7 @@ def test_layout_decodes_what_it_can() -> None:
 def test_catalog_selects_stores() -> None:
     kv = StoreInfo("kv", "a-kv-changelog", "string", "long", 2)
     mem = StoreInfo("mem", "", "string", "long", 2)
-    cat = Catalog("a", {"kv": kv, "mem": mem}, {"i": InstanceInfo("i", "h:1", "RUNNING", store_catalog=(kv, mem))})
+    cat = Catalog("a", {"kv": kv, "mem": mem}, {"i": InstanceInfo("i", "h:1", State.RUNNING, store_catalog=(kv, mem))})
     assert cat.select((), "changelog") == [kv]
     assert cat.select((), "instances") == [kv, mem]
     assert cat.select(("mem",), "instances") == [mem]
