@@ -1,5 +1,6 @@
-"""What the sync and async query clients share, free of any transport call: results, requests,
-the caller's deadline, backoff, the choice of entry instance, and the errors raised.
+"""The query client's policy, free of any transport call (its calls are
+:mod:`router.client_steps`): results, requests, the caller's deadline, backoff, the seeds and the
+choice of entry instance, and the errors raised.
 
 A Get goes straight to the replica the routing table names (marked ``forwarded``: it answers or
 refuses, it never passes the query on), so a fresh table costs no hop. A refusal the cluster's
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -203,11 +204,26 @@ class ScanMethods(Generic[S]):
 
 def parse_seeds(target: str | Sequence[str]) -> tuple[str, ...]:
     """``"h1:p1,h2:p2"`` or a sequence of ``host:port``; at least one."""
-    items = target.split(",") if isinstance(target, str) else list(target)
-    seeds = tuple(dict.fromkeys(s.strip() for s in items if s and s.strip()))
+    seeds = _distinct(target.split(",") if isinstance(target, str) else target)
     if not seeds:
         raise ValueError("a query client needs at least one seed endpoint (host:port)")
     return seeds
+
+
+def _distinct(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(s.strip() for s in items if s and s.strip()))
+
+
+class Seeds:
+    """The seed instances a client starts from: fixed (:func:`parse_seeds`: at least one), or a
+    function asked each time they are wanted (the gateway's discovery, which may know none yet)."""
+
+    def __init__(self, target: str | Sequence[str] | Callable[[], Sequence[str]]) -> None:
+        self._find = target if callable(target) else None
+        self._fixed = () if callable(target) else parse_seeds(target)
+
+    def __call__(self) -> tuple[str, ...]:
+        return self._fixed if self._find is None else _distinct(self._find())
 
 
 class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
@@ -338,13 +354,13 @@ class Entries:
     place): the last one that answered, the seeds, then the live ones the table names; those
     that could not be reached lately go last."""
 
-    def __init__(self, seeds: tuple[str, ...]) -> None:
+    def __init__(self, seeds: Callable[[], Sequence[str]]) -> None:
         self.seeds = seeds
         self._preferred = ""
         self._failed: dict[str, float] = {}
 
     def order(self, table: RoutingTable | None) -> list[str]:
-        known = list(dict.fromkeys([self._preferred, *self.seeds, *(table.endpoints() if table else ())]))
+        known = list(dict.fromkeys([self._preferred, *self.seeds(), *(table.endpoints() if table else ())]))
         now = time.monotonic()
         return sorted((e for e in known if e), key=lambda e: now - self._failed.get(e, -SUSPECT_S) < SUSPECT_S)
 
@@ -360,7 +376,3 @@ class Entries:
 
 def needs_refresh(table: RoutingTable | None, stale: bool, max_age: float) -> bool:
     return table is None or stale or table.age() > max_age
-
-
-def never_local() -> Any:
-    raise AssertionError("a client holds no replica")

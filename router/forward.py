@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import grpc
 
 from router.application_guard import is_wrong_application
@@ -40,22 +42,32 @@ def refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
     return UnavailableError(reason, f"{endpoint}: {e.details() or ''}")
 
 
+def raise_refusal(endpoint: str, e: grpc.RpcError) -> NoReturn:
+    """Raise the UnavailableError ``e`` means (:func:`refusal`), else ``e`` itself."""
+    refused = refusal(endpoint, e)
+    if refused is None:
+        raise e
+    raise refused from e
+
+
 def ask_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest, timeout: float) -> pb.GetReply:
     """Ask ``endpoint`` to answer ``request`` itself (marked forwarded: it answers from its own
     replica or refuses, never passes it on). An unreachable or refusing instance raises
     UnavailableError with the reason its typed details carry; other gRPC errors (NOT_FOUND,
     INVALID_ARGUMENT...) propagate as ``grpc.RpcError`` for the caller to pass through."""
+    try:
+        reply: pb.GetReply = pool.stub(endpoint).Get(direct(request), timeout=timeout)
+    except grpc.RpcError as e:
+        raise_refusal(endpoint, e)
+    return reply
+
+
+def direct(request: pb.GetRequest) -> pb.GetRequest:
+    """``request`` marked forwarded: the instance asked answers from its own replica or refuses."""
     fwd = pb.GetRequest()
     fwd.CopyFrom(request)
     fwd.forwarded = True
-    try:
-        reply: pb.GetReply = pool.stub(endpoint).Get(fwd, timeout=timeout)
-    except grpc.RpcError as e:
-        refused = refusal(endpoint, e)
-        if refused is None:
-            raise
-        raise refused from e
-    return reply
+    return fwd
 
 
 def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
@@ -77,10 +89,7 @@ def forward_fetch(pool: ChannelPool, endpoint: str, request: pb.WindowFetchReque
     try:
         reply: pb.WindowFetchReply = call(fwd, timeout=timeout)
     except grpc.RpcError as e:
-        refused = refusal(endpoint, e)
-        if refused is None:
-            raise
-        raise refused from e
+        raise_refusal(endpoint, e)
     reply.metadata.forwarded = True
     return reply
 
@@ -95,10 +104,7 @@ def forward_scan(pool: ChannelPool, endpoint: str, request: ScanRequest,
     try:
         page = read_stream(call(request, timeout=timeout))
     except grpc.RpcError as e:
-        refused = refusal(endpoint, e)
-        if refused is None:
-            raise
-        raise refused from e
+        raise_refusal(endpoint, e)
     except ValueError as e:
         raise UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e}") from e
     for status in page.partitions:

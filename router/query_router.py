@@ -9,9 +9,9 @@ transport; the caller supplies how to answer here and how to forward to an endpo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Never, TypeVar
 
 from router.instance_state import State
 from router.metadata import ClusterView, task_lag
@@ -20,6 +20,7 @@ from router.task_id import TaskId
 from router.unavailable import UnavailableError, UnavailableReason
 
 R = TypeVar("R")
+S = TypeVar("S")
 
 #: refusals of the active that a standby's (stale) answer gets around
 _STALE_HELPS = (UnavailableReason.REBALANCING, UnavailableReason.NOT_ACTIVE, UnavailableReason.NOT_AVAILABLE)
@@ -66,24 +67,38 @@ class QueryRouter:
             return answer_local()
         if task is None:
             raise ValueError("a query that is not forwarded needs its task id")
-        candidates, skipped = self.plan(store, task, options, local_state)
-        tried: list[str] = []
-        reasons: list[UnavailableReason] = []
-        for c in candidates:
-            tried.append(c.instance_id)
+
+        def ask(endpoint: str | None) -> Generator[Never, Any, R]:  # answers at once: never steps
+            return answer_local() if endpoint is None else forward(endpoint)
+            yield
+
+        steps = self.route_steps(store, task, options, ask, local_state=local_state)
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        raise AssertionError("routing asked for a step it was not given")
+
+    def route_steps(self, store: str, task: TaskId, options: QueryOptions,
+                    ask: Callable[[str | None], Generator[S, Any, R]], *,
+                    local_state: State = State.RUNNING) -> Generator[S, Any, R]:
+        """:meth:`route` as steps, for a caller whose ``ask(endpoint)`` yields what it needs
+        done (the query client's core, router/client_steps.py): the first answer of the
+        candidates, in order; ``ask`` raises UnavailableError to pass to the next. This
+        instance's own replica is asked as ``ask(None)``."""
+        attempt = _Attempt(self, store, task, options, local_state)
+        for c in attempt.candidates:
+            attempt.tried.append(c.instance_id)
             try:
-                return answer_local() if c.instance_id == self.local_id else forward(c.endpoint)
+                return (yield from ask(None if c.instance_id == self.local_id else c.endpoint))
             except UnavailableError as e:
-                reasons.append(e.reason)
-        err = self.exhausted(store, task, reasons + skipped, tried)
-        hint = self.stale_hint(task, options, local_state) if err.reason in _STALE_HELPS else ""
-        raise UnavailableError(err.reason, f"{err}{hint}", err.tried) if hint else err
+                attempt.reasons.append(e.reason)
+        raise attempt.exhausted()
 
     def plan(self, store: str, task: TaskId, options: QueryOptions,
              local_state: State = State.RUNNING) -> tuple[list[Candidate], list[UnavailableReason]]:
         """The candidates to ask, in order, and the reasons of those skipped (lag above
-        ``max_lag``): the steps of :meth:`route` for a caller that asks them itself (an async
-        client). Raises UnavailableError when ``task`` has no live replica at all."""
+        ``max_lag``). Raises UnavailableError when ``task`` has no live replica at all."""
         candidates = self.candidates(task, options, local_state)
         if not candidates:
             rebalancing = local_state is State.REBALANCING or bool(self.view.instances())
@@ -103,9 +118,24 @@ class QueryRouter:
         return ("; a standby holds this partition: allow stale reads to be answered there, possibly behind "
                 "(--allow-stale, allow_stale=true)")
 
-    @staticmethod
-    def exhausted(store: str, task: TaskId, reasons: list[UnavailableReason], tried: list[str]) -> UnavailableError:
-        """The error when every candidate of :meth:`plan` refused (``reasons``) or was skipped."""
-        return UnavailableError(UnavailableReason.most_relevant(reasons),
-                                f"no replica of {store!r} partition {task.partition} could answer "
-                                f"({', '.join(r.name for r in reasons)})", tried=tried)
+
+
+class _Attempt:
+    """One routing of a query: the candidates :meth:`QueryRouter.plan` gives, the instance ids
+    asked and the reasons they refused, and the error when none answered."""
+
+    def __init__(self, router: QueryRouter, store: str, task: TaskId, options: QueryOptions,
+                 local_state: State) -> None:
+        self.router, self.store, self.task, self.options, self.local_state = router, store, task, options, local_state
+        self.candidates, self.skipped = router.plan(store, task, options, local_state)
+        self.tried: list[str] = []
+        self.reasons: list[UnavailableReason] = []
+
+    def exhausted(self) -> UnavailableError:
+        """Every candidate refused or was skipped: the most relevant reason, and how to read a
+        standby instead when that would help."""
+        reasons = self.reasons + self.skipped
+        reason = UnavailableReason.most_relevant(reasons)
+        hint = self.router.stale_hint(self.task, self.options, self.local_state) if reason in _STALE_HELPS else ""
+        return UnavailableError(reason, f"no replica of {self.store!r} partition {self.task.partition} could answer "
+                                        f"({', '.join(r.name for r in reasons)}){hint}", tried=self.tried)

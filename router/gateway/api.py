@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from itertools import islice
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 from aiohttp import web
 
-from router.client import QueryClient
+from router.async_client import AsyncQueryClient
 from router.gateway.context import Gateway, gateway_of
 from router.gateway.errors import ApiError, bad_request, from_rpc_error
 from router.gateway.params import (
@@ -34,7 +33,7 @@ from router.gateway.params import (
 from router.gateway.snapshot import metadata_to_json, store_replicas
 from router.gateway.topology import input_lag_to_json, processing_lag, topology_to_json
 from router.gateway.watch import watch
-from router.scan_pages import Scan, ScanItem
+from router.scan_pages import AsyncScan, Scan, ScanItem
 
 #: entries fetched per step of a streamed scan (and written per flush)
 STREAM_CHUNK = 500
@@ -109,16 +108,22 @@ async def get_range(request: web.Request) -> web.Response:
     params = ScanParams.of(q, DEFAULT_PAGE)
     lo, hi = text(q, "from"), text(q, "to")
 
-    def page(c: QueryClient) -> tuple[Scan, list[dict[str, Any]]]:
+    async def page(c: AsyncQueryClient) -> tuple[AsyncScan, list[dict[str, Any]]]:
         scan = c.range(store, lo, hi, **params.kwargs())
-        return scan, [_entry(i) for i in scan]
+        return scan, [_entry(i) async for i in scan]
 
     (scan, entries), via = await gw.backend.call(page)
     return web.json_response({**_scan_summary(gw, store, scan, len(entries), via), "entries": entries})
 
 
-def _take(it: Iterator[ScanItem], n: int) -> list[ScanItem]:
-    return list(islice(it, n))
+async def _take(it: AsyncIterator[ScanItem], n: int) -> list[ScanItem]:
+    out: list[ScanItem] = []
+    while len(out) < n:
+        try:
+            out.append(await anext(it))
+        except StopAsyncIteration:
+            break
+    return out
 
 
 async def get_all(request: web.Request) -> web.StreamResponse:
@@ -129,10 +134,10 @@ async def get_all(request: web.Request) -> web.StreamResponse:
     only(request.query, SCAN_PARAMS)
     params = ScanParams.of(request.query, None)
 
-    def first(c: QueryClient) -> tuple[Scan, Iterator[ScanItem], list[ScanItem]]:
+    async def first(c: AsyncQueryClient) -> tuple[AsyncScan, AsyncIterator[ScanItem], list[ScanItem]]:
         scan = c.all(store, **params.kwargs())
-        it = iter(scan)
-        return scan, it, _take(it, STREAM_CHUNK)
+        it = aiter(scan)
+        return scan, it, await _take(it, STREAM_CHUNK)
 
     (scan, it, chunk), via = await gw.backend.call(first)
     response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-store"})
@@ -144,7 +149,7 @@ async def get_all(request: web.Request) -> web.StreamResponse:
             count += len(chunk)
             await response.write(b"".join(json.dumps(_entry(i)).encode() + b"\n" for i in chunk))
             try:
-                chunk = await gw.backend.run(lambda: _take(it, STREAM_CHUNK))
+                chunk = await _take(it, STREAM_CHUNK)
             except grpc.RpcError as e:
                 last = from_rpc_error(e).body()
                 break

@@ -55,7 +55,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     await asyncio.get_running_loop().run_in_executor(None, gw.discovery.stop)
-    gw.backend.close()
+    await gw.backend.close()
 
 
 async def _closing(app: web.Application) -> None:

@@ -148,8 +148,7 @@ async def scrape_streams(backend: Backend, snap: Snapshot | None) -> list[tuple[
 
     async def one(iid: str, endpoint: str) -> tuple[str, pb.MetricsReply | None]:
         try:
-            reply = await backend.run(
-                lambda: backend.channels.stub(endpoint).Metrics(pb.MetricsRequest(), timeout=SCRAPE_TIMEOUT_S))
+            reply = await backend.channels.stub(endpoint).Metrics(pb.MetricsRequest(), timeout=SCRAPE_TIMEOUT_S)
             return iid, reply
         except grpc.RpcError as e:
             log.info("metrics of %s (%s): %s %s", iid, endpoint, e.code(), e.details())

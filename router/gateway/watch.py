@@ -8,7 +8,9 @@ token as its SSE ``id``: a browser's EventSource sends it back as ``Last-Event-I
 reconnects, and the watch goes on right after it (through whichever instance answers then), so a
 dropped connection loses nothing. ``token`` does the same for other clients.
 
-The stream is read with grpc.aio on the event loop, so an open watch holds no thread here.
+The upstream is the client's watch loop (:class:`router.watch_client.AsyncWatch`, grpc.aio on the
+event loop, so an open watch holds no thread here): when the instance serving it goes away, it
+asks another with the last token and a ``routing`` event (partition -1) says so.
 """
 
 from __future__ import annotations
@@ -16,18 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 from aiohttp import web
 
+from router.gateway.backend import Backend
 from router.gateway.context import gateway_of
 from router.gateway.errors import UNREACHABLE, ApiError, from_rpc_error, is_refusal, unavailable
 from router.gateway.events import sse
 from router.gateway.params import WATCH_PARAMS, boolean, integer, only
 from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.security import Security
+from router.watch_client import AsyncWatch, Change, Progress, RoutingChange, Started, WatchEvent, WatchNotStarted
 
 #: a comment this often while nothing happens (keeps proxies from closing the stream, and finds
 #: a client that went away)
@@ -35,7 +38,6 @@ KEEPALIVE_S = 5.0
 #: the reason of a 503 when every instance asked is at its watch cap, and when to try again
 WATCH_CAP_REACHED = "WATCH_CAP_REACHED"
 WATCH_RETRY_AFTER_S = 5
-_NEXT_ENTRY = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
 
 def watch_request(store: str, q: Any, last_event_id: str) -> pb.WatchRequest:
@@ -54,7 +56,7 @@ def watch_request(store: str, q: Any, last_event_id: str) -> pb.WatchRequest:
     return req
 
 
-def _change(c: pb.WatchChange) -> dict[str, Any]:
+def _change(c: Change) -> dict[str, Any]:
     return {"key": json.loads(c.key_json), "value": None if c.deleted else json.loads(c.value_json),
             "deleted": c.deleted, "partition": c.partition, "offset": c.offset, "timestamp_ms": c.timestamp_ms,
             "resume_token": c.resume_token}
@@ -65,41 +67,33 @@ def _event(name: str, data: dict[str, Any], event_id: str = "") -> bytes:
     return head + sse(name, data)
 
 
-async def _open(entries: list[str], request: pb.WatchRequest,
-                security: Security) -> tuple[grpc.aio.Channel, Any, pb.WatchReply, str]:
-    """The first entry that starts the watch: its channel (dialled with the gateway's TLS and
-    token, as every other call), call, header reply and endpoint. The cluster's refusals raise as
-    they are; entries that cannot be reached (or are busy) are skipped."""
-    failures: list[str] = []
-    at_cap: list[str] = []
-    for endpoint in entries:
-        channel = security.aio_channel(endpoint)
-        call = pb_grpc.InteractiveQueryStub(channel).Watch(request)
-        try:
-            first = await call.read()
-        except grpc.RpcError as e:
-            await channel.close()
-            if e.code() not in _NEXT_ENTRY or is_refusal(e):
-                raise
-            failures.append(f"{endpoint}: {e.details()}")
-            if e.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
-                at_cap.append(endpoint)
-            continue
-        except BaseException:
-            await channel.close()
-            raise
-        if first is grpc.aio.EOF or first.WhichOneof("part") != "header":
-            await channel.close()
-            failures.append(f"{endpoint}: the watch did not start")
-            continue
-        return channel, call, first, endpoint
-    if not failures:
-        raise unavailable(UNREACHABLE, "no instance known yet (discovery has found none)")
-    if at_cap and len(at_cap) == len(failures):
-        raise ApiError(503, "UNAVAILABLE", "every instance asked serves as many watches as it may (its watch cap "
-                       "was reached): try again when a watch ends; " + "; ".join(failures),
-                       reason=WATCH_CAP_REACHED, tried=at_cap, retry_after_s=WATCH_RETRY_AFTER_S)
-    raise unavailable(UNREACHABLE, "no instance could start the watch: " + "; ".join(failures))
+def open_watch(backend: Backend, request: pb.WatchRequest) -> AsyncWatch:
+    """The watch of ``request`` through the client's one watch loop (router/watch_client.py):
+    the entries in the backend's order, one round to start it (a refusal of the cluster raises as
+    it is), then the same reconnects with the last token as any client's watch."""
+    stub = backend.channels.stub
+
+    async def entries() -> list[str]:
+        return backend.entries()
+    return AsyncWatch(lambda endpoint, r, left: stub(endpoint).Watch(r, timeout=left), entries, request,
+                      start_rounds=1)
+
+
+def not_started(e: WatchNotStarted) -> ApiError:
+    """The 503 when no entry started the watch: every one at its watch cap, or none reached."""
+    if not e.failures:
+        return unavailable(UNREACHABLE, "no instance known yet (discovery has found none)")
+    failures = str(e)
+    at_cap = [endpoint for endpoint, err in e.failures
+              if err is not None and err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED]
+    if len(at_cap) == len(e.failures):
+        return ApiError(503, "UNAVAILABLE", "every instance asked serves as many watches as it may (its watch cap "
+                        "was reached): try again when a watch ends; " + failures,
+                        reason=WATCH_CAP_REACHED, tried=at_cap, retry_after_s=WATCH_RETRY_AFTER_S)
+    last = e.failures[-1][1]
+    if last is not None and is_refusal(last):
+        return from_rpc_error(last)
+    return unavailable(UNREACHABLE, "no instance could start the watch: " + failures)
 
 
 async def watch(request: web.Request) -> web.StreamResponse:
@@ -108,65 +102,69 @@ async def watch(request: web.Request) -> web.StreamResponse:
     store = request.match_info["store"]
     only(request.query, WATCH_PARAMS)
     limit = integer(request.query, "max_events", None, 1)
-    req = watch_request(store, request.query, request.headers.get("Last-Event-ID", ""))
-    channel, call, first, via = await _open(gw.backend.entries(), req, gw.backend.security)
+    upstream = open_watch(gw.backend, watch_request(store, request.query, request.headers.get("Last-Event-ID", "")))
+    events = upstream.events()
     try:
-        h = first.header
+        try:
+            first = await anext(events)
+        except WatchNotStarted as e:
+            raise not_started(e) from None
+        except StopAsyncIteration:
+            raise unavailable(UNREACHABLE, "the watch did not start") from None
+        assert isinstance(first, Started)  # the first event of every watch
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
                                                "X-Accel-Buffering": "no"})
         await response.prepare(request)
         await response.write(_event("start", {
-            "store": h.store, "key_serde": h.key_serde, "value_serde": h.value_serde,
-            "partitions": list(h.partitions), "served_by": h.served_by, "resume_token": h.resume_token,
-            "via": via}, h.resume_token))
+            "store": store, "key_serde": first.key_serde, "value_serde": first.value_serde,
+            "partitions": list(first.partitions), "served_by": first.served_by,
+            "resume_token": first.resume_token, "via": first.endpoint}, first.resume_token))
         try:
-            await _pump(gw, call, response, limit)
+            await _pump(gw, events, response, limit)
         except ConnectionResetError:
             return response  # the client went away
         await response.write_eof()
         return response
     finally:
-        call.cancel()
-        await channel.close()
+        upstream.close()
+        with contextlib.suppress(BaseException):
+            await events.aclose()
 
 
-async def _pump(gw: Any, call: Any, response: web.StreamResponse, limit: int | None) -> None:
-    """Upstream replies to events until ``limit`` changes, shutdown, or an upstream failure."""
+async def _pump(gw: Any, events: AsyncIterator[WatchEvent], response: web.StreamResponse, limit: int | None) -> None:
+    """The watch's events to SSE until ``limit`` changes, shutdown, or an error the cluster
+    answers (or no instance serving the watch for the reconnect timeout)."""
     changes = 0
-    pending: asyncio.Task[Any] | None = None
+    pending: asyncio.Task[WatchEvent] | None = None
     try:
         while not gw.closing and (limit is None or changes < limit):
             if pending is None:
-                pending = asyncio.ensure_future(call.read())
+                pending = asyncio.ensure_future(anext(events))
             done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_S)
             if not done:
                 await response.write(b": keepalive\n\n")
                 continue
             try:
-                reply = pending.result()
+                event = pending.result()
+            except StopAsyncIteration:
+                return
             except grpc.RpcError as e:
                 await response.write(sse("error", from_rpc_error(e).body()))
                 return
+            except ConnectionError as e:  # no instance served it for the reconnect timeout
+                await response.write(sse("error", unavailable(UNREACHABLE, str(e)).body()))
+                return
             finally:
                 pending = None
-            if reply is grpc.aio.EOF:
-                return
-            part = reply.WhichOneof("part")
-            if part == "changes":
-                out = []
-                for c in reply.changes.changes:
-                    out.append(_event("change", _change(c), c.resume_token))
-                    changes += 1
-                    if limit is not None and changes >= limit:
-                        break
-                await response.write(b"".join(out))
-            elif part == "routing":
-                r = reply.routing
-                await response.write(sse("routing", {"partition": r.partition, "previous_owner": r.previous_owner,
-                                                     "owner": r.owner, "endpoint": r.endpoint}))
-            elif part == "progress":
-                token = reply.progress.resume_token
-                await response.write(_event("progress", {"resume_token": token}, token))
+            if isinstance(event, Change):
+                await response.write(_event("change", _change(event), event.resume_token))
+                changes += 1
+            elif isinstance(event, RoutingChange):
+                await response.write(sse("routing", {"partition": event.partition, "previous_owner":
+                                                     event.previous_owner, "owner": event.owner,
+                                                     "endpoint": event.endpoint}))
+            elif isinstance(event, Progress):
+                await response.write(_event("progress", {"resume_token": event.resume_token}, event.resume_token))
     finally:
         if pending is not None:
             pending.cancel()

@@ -142,15 +142,15 @@ async def test_an_unreachable_entry_is_skipped_but_a_refusal_is_the_answer(serve
         with pytest.raises(grpc.RpcError) as e:
             await refusing.call(lambda c: c.get("s", "k"))
         assert e.value.code() is grpc.StatusCode.UNAVAILABLE and fake_a.calls == 1 and fake_b.calls >= 1
-        refusing.close()
+        await refusing.close()
 
         nobody = Backend(Discovery([dead]), timeout=5)
         with pytest.raises(ApiError) as err:
             await nobody.call(lambda c: c.metadata())
         assert (err.value.status, err.value.extra["reason"]) == (503, "UNREACHABLE")
-        nobody.close()
+        await nobody.close()
     finally:
-        backend.close()
+        await backend.close()
 
 
 def test_discovery_puts_live_instances_of_the_routing_table_first() -> None:

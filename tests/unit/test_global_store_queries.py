@@ -156,8 +156,8 @@ def test_client_passes_a_global_get_to_the_next_instance_when_one_refuses() -> N
             return Stub(endpoint)
 
     client = QueryClient("h:1", timeout=5)
-    client._pool = Pool()  # type: ignore[assignment]
-    client._table = RoutingTable(reply)
+    client._pool = Pool()  # type: ignore[assignment]  # the fake transport at the sync driver's pool
+    client.core.table = RoutingTable(reply)
     r = client.get("lookup", "k")
     assert (r.value, r.metadata["served_by"], asked) == ("v", "b", ["h:1", "h:2"])
     # the one that answered is asked first next time

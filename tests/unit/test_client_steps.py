@@ -1,0 +1,97 @@
+"""The client's one core as steps, driven by hand (the seam both clients drive): what a Get asks,
+in order, when a replica refuses, and which refusals end it at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+
+from router.client_core import ClientError, unavailable
+from router.client_steps import ClientCore, Done, Driver, Pause, Refresh, Rpc, Step
+from router.routing_table import RoutingTable
+from router.rpc import iqmesh_pb2 as pb
+from router.status_details import refusal_of
+from router.unavailable import UnavailableError, UnavailableReason
+
+
+class App:
+    application_id = ""
+
+
+def _core(allow_standby: bool = True) -> ClientCore:
+    reply = pb.MetadataReply(asked="a", application_id="app", store_routes=[
+        pb.StoreRoute(store="counts", subtopology=0, partitions=1, key_serde="string", value_serde="long")],
+        instances=[pb.InstanceMetadata(instance_id="a", endpoint="a:1", state="RUNNING", alive=True,
+                                       active_tasks=["0_0"]),
+                   pb.InstanceMetadata(instance_id="b", endpoint="b:1", state="RUNNING", alive=True,
+                                       standby_tasks=["0_0"] if allow_standby else [])])
+    core = ClientCore("a:1", 5.0, 30.0, App())
+    core.table = RoutingTable(reply)
+    return core
+
+
+def _refused(reason: UnavailableReason) -> ClientError:
+    return unavailable(UnavailableError(reason, "not now"))
+
+
+def _found(served_by: str) -> pb.GetReply:
+    return pb.GetReply(found=True, value_json="3", metadata=pb.ReadMetadata(served_by=served_by, role="ACTIVE"))
+
+
+def test_a_get_goes_straight_to_the_owner_and_retries_a_refusal_after_a_fresh_table() -> None:
+    core = _core()
+    driver = Driver(core.get("counts", "k"))
+    seen: list[Step] = []
+
+    def step(s: Step | Done) -> Step:
+        assert not isinstance(s, Done)
+        seen.append(s)
+        return s
+    first = step(driver.first())
+    assert isinstance(first, Rpc) and (first.endpoint, first.method) == ("a:1", "Get")
+    assert first.request.forwarded  # the owner answers or refuses, never passes it on
+    pause = step(driver.throw(_refused(UnavailableReason.REBALANCING)))
+    assert isinstance(pause, Pause) and core.stale  # the cluster moved: wait, then a fresh table
+    refresh = step(driver.send(None))
+    assert isinstance(refresh, Refresh) and refresh.seen is core.table
+    again = step(driver.send(None))  # the refresh found nothing newer: the same owner again
+    assert isinstance(again, Rpc) and again.endpoint == "a:1"
+    done = driver.send(_found("a"))
+    assert isinstance(done, Done) and done.value.found and done.value.asked == "a:1"
+
+
+def test_a_stale_read_passes_a_refusing_owner_to_its_standby() -> None:
+    core = _core()
+    driver = Driver(core.get("counts", "k", allow_stale=True))
+    first = driver.first()
+    assert isinstance(first, Rpc) and first.endpoint == "a:1"
+    second = driver.throw(_refused(UnavailableReason.NOT_ACTIVE))
+    assert isinstance(second, Rpc) and second.endpoint == "b:1"  # the next candidate, no pause
+    done = driver.send(_found("b"))
+    assert isinstance(done, Done) and done.value.asked == "b:1"
+
+
+@pytest.mark.parametrize("reason", [UnavailableReason.NOT_UP_TO_BOUND, UnavailableReason.NO_REPLICA_WITHIN_LAG])
+def test_the_callers_own_bounds_come_back_at_once(reason: UnavailableReason) -> None:
+    driver = Driver(_core(allow_standby=False).get("counts", "k"))
+    assert isinstance(driver.first(), Rpc)
+    with pytest.raises(grpc.RpcError) as e:
+        driver.throw(_refused(reason))
+    refused = refusal_of(e.value)
+    assert refused is not None and refused.reason is reason and refused.tried == ("a",)
+
+
+def test_an_unreachable_entry_is_passed_over_and_its_metadata_becomes_the_table() -> None:
+    core = ClientCore("dead:1,a:1", 5.0, 30.0, app := App())
+    driver = Driver(core.metadata())
+    first = driver.first()
+    assert isinstance(first, Rpc) and (first.endpoint, first.method) == ("dead:1", "Metadata")
+    second = driver.throw(ClientError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses"))
+    assert isinstance(second, Rpc) and second.endpoint == "a:1"
+    reply: Any = pb.MetadataReply(asked="a", application_id="app")
+    done = driver.send(reply)
+    assert isinstance(done, Done) and done.value is reply
+    assert core.table is not None and app.application_id == "app"
+    assert core.entries.order(core.table) == ["a:1", "dead:1"]  # the one that answered first, the suspect last
