@@ -263,6 +263,15 @@ class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
         return False
 
 
+def as_call(e: grpc.RpcError) -> grpc.RpcError:
+    """``e`` as a finished ``grpc.Call`` (code, details and typed details kept): what blocking
+    callers catch (a grpc.aio error is not one)."""
+    if isinstance(e, grpc.Call):
+        return e
+    trailing = e.trailing_metadata() if hasattr(e, "trailing_metadata") else None
+    return ClientError(e.code(), e.details() or "", tuple(trailing or ()))
+
+
 def unavailable(e: UnavailableError) -> ClientError:
     """The refusal ``e`` as the status a server would have sent (text and typed details)."""
     status = refusal_status(e, refusal_text(e))

@@ -20,7 +20,7 @@ from typing import Any, cast
 import grpc
 
 from router.application_guard import is_wrong_application
-from router.client_core import KeyArg, key_message
+from router.client_core import KeyArg, as_call, key_message
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_pages import decode_serde
 
@@ -346,8 +346,8 @@ class AsyncEndpoints:
 class Watch:
     """:class:`AsyncWatch` for callers without an event loop: iterating yields the same items,
     each waited for on the loop ``run`` runs coroutines on (the sync query client's own);
-    :meth:`close` may be called from any thread. The watch's state (``resume_token``,
-    ``served_by``...) is the async watch's."""
+    :meth:`close` may be called from any thread; a gRPC error is a finished ``grpc.Call``, as the
+    blocking calls raise. The watch's state (``resume_token``, ``served_by``...) is the async watch's."""
 
     def __init__(self, watch: AsyncWatch, run: Callable[[Coroutine[Any, Any, Any]], Any],
                  call_soon: Callable[[Callable[[], object]], None]) -> None:
@@ -377,6 +377,8 @@ class Watch:
                     item = self._run(_next(items))
                 except StopAsyncIteration:
                     return
+                except grpc.RpcError as e:
+                    raise as_call(e) from None
                 yield item
         finally:
             with contextlib.suppress(RuntimeError):  # the client's loop is closed already

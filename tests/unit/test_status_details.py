@@ -13,11 +13,11 @@ import pytest
 from instance.errors import BadRequest, InvalidStateStoreException, StreamsNotStartedException, caller_input
 from instance.server.status import to_status
 from router.application_guard import ApplicationInterceptor, is_wrong_application
-from router.client_core import ClientError, is_retryable, is_unreachable, unavailable
+from router.client_core import ClientError, as_call, is_retryable, is_unreachable, unavailable
 from router.forward import refusal
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.status_details import Refusal, error_details, refusal_of
+from router.status_details import Refusal, error_details, refusal_of, refusal_status
 from router.unavailable import UnavailableError, UnavailableReason
 
 R = UnavailableReason
@@ -102,3 +102,14 @@ def test_text_alone_is_not_a_refusal() -> None:
     client_side = unavailable(UnavailableError(R.REBALANCING, "no live replica", tried=["a"]))
     assert client_side.details() == "REBALANCING: no live replica tried=a"
     assert refusal_of(client_side) == Refusal(R.REBALANCING, ("a",), "no live replica")
+
+
+def test_an_aio_error_becomes_a_finished_call_with_its_typed_details() -> None:
+    """What the sync watch raises of its grpc.aio loop: a ``grpc.Call``, as blocking calls raise."""
+    status = refusal_status(UnavailableError(R.REBALANCING, "moving", tried=["a"]), "REBALANCING: moving tried=a")
+    aio = grpc.aio.AioRpcError(status.code, grpc.aio.Metadata(), grpc.aio.Metadata(*status.trailing_metadata),
+                               status.details)
+    assert not isinstance(aio, grpc.Call)
+    call = as_call(aio)
+    assert isinstance(call, grpc.Call) and (call.code(), call.details()) == (status.code, status.details)
+    assert refusal_of(call) == refusal_of(aio) == Refusal(R.REBALANCING, ("a",), "moving")
