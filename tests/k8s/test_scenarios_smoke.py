@@ -74,6 +74,15 @@ def test_no_query_fails_in_the_steady_state(results: dict[str, dict[str, Any]]) 
     assert load["stale_flagged"] == 0
 
 
+@pytest.mark.parametrize("scenario", ["rolling-update", "kill"])
+def test_no_query_fails_while_a_pod_is_replaced_or_restarted(results: dict[str, dict[str, Any]],
+                                                            scenario: str) -> None:
+    """Stale reads allowed, a pod away is answered for by its standby, and once it is back (at a
+    new address after a replacement) its peers and the client reach it again at once."""
+    load = result(results, scenario)["load"]
+    assert load["failed"] == 0, (load["errors"], load["error_examples"])
+
+
 def test_kill_restarts_the_container_in_its_pod(results: dict[str, dict[str, Any]]) -> None:
     r = results["kill"]
     assert r["restarts"] == {"iqmesh-0": 0, "iqmesh-1": 0, "iqmesh-2": 1}
