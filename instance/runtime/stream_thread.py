@@ -22,6 +22,7 @@ from instance.config import StreamsConfig
 from instance.runtime import rebalance_protocol
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector, producer_config
+from instance.runtime.departure import static_member_id
 from instance.runtime.handlers import ErrorHandling
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
@@ -87,7 +88,7 @@ class StreamThread(threading.Thread):
         if config.group_instance_id:
             # static membership is opt-in, as in Kafka Streams: a static member does not leave the
             # group on close, so its partitions wait for it (session.timeout.ms) instead of moving
-            cconf["group.instance.id"] = f"{config.group_instance_id}-{index}"
+            cconf["group.instance.id"] = static_member_id(config.group_instance_id, index)
         self._consumer_conf = rebalance_protocol.main_consumer_settings(
             config.group_protocol, config.client_config("main.consumer", **cconf))
         #: partitions move a few at a time (KIP-848): revocations and assignments are increments

@@ -53,6 +53,8 @@ class Settings:
     session_timeout_ms: int | None = None
     timeout: float = 300.0
     overlay: str = "dev"
+    #: "static" (the manifests: group.instance.id = pod name) or "dynamic" (that flag dropped)
+    membership: str = "static"
 
 
 class WallEvents(EventLog):
@@ -64,8 +66,8 @@ class WallEvents(EventLog):
 
 
 def patched(rendered: Rendered, settings: Settings) -> Rendered:
-    """The rendering with the scenario's properties: the processing guarantee, and replication
-    factor 1 on a single Apache Kafka broker (the overlay asks for 3)."""
+    """The rendering with the scenario's properties: the processing guarantee, replication
+    factor 1 on a single Apache Kafka broker (the overlay asks for 3), dynamic membership if asked."""
     docs = [copy.deepcopy(d) for d in rendered.docs]
     for d in docs:
         if d["kind"] == "ConfigMap" and "app.properties" in (d.get("data") or {}):
@@ -77,6 +79,9 @@ def patched(rendered: Rendered, settings: Settings) -> Rendered:
             if settings.engine == "kafka":
                 text = re.sub(r"(?m)^replication\.factor=.*$", "replication.factor=1", text)
             d["data"]["app.properties"] = text
+        if d["kind"] == "StatefulSet" and settings.membership == "dynamic":
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                c["args"] = [a for a in c.get("args", []) if not a.startswith("--config=group.instance.id=")]
     return Rendered(tuple(docs))
 
 

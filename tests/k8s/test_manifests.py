@@ -103,8 +103,16 @@ def test_statefulset_policy(renderings: dict[str, Rendered], name: str) -> None:
     assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
     assert headless["selector"] == INSTANCE_LABELS
     assert [p["port"] for p in headless["ports"]] == [grpc_port(r)]
-    # non-root, no service account token
-    assert pod["securityContext"]["runAsNonRoot"] is True and pod["automountServiceAccountToken"] is False
+    # non-root; a service account token that can read this StatefulSet and nothing else
+    # (instance/runtime/departure.py tells a scale-in from a restart with it)
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["automountServiceAccountToken"] is True
+    account = pod["serviceAccountName"]
+    assert r.get("ServiceAccount", account)["automountServiceAccountToken"] is False
+    binding = next(d for d in r.docs if d["kind"] == "RoleBinding"
+                   and any((x["kind"], x["name"]) == ("ServiceAccount", account) for x in d["subjects"]))
+    role = r.get("Role", binding["roleRef"]["name"])
+    assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["statefulsets"],
+                              "resourceNames": [s["metadata"]["name"]], "verbs": ["get"]}]
 
 
 @pytest.mark.parametrize("name", RENDERINGS)

@@ -114,7 +114,7 @@ def test_decode_leave_group_per_version() -> None:
     assert decode_leave_group(struct.pack(">ih", 0, 0), 2) == (0, {})
     v3 = struct.pack(">ihi", 0, 0, 2) + s16("m-1") + s16(None) + struct.pack(">h", 0) \
         + s16("m-2") + s16("inst-2") + struct.pack(">h", 82)
-    assert decode_leave_group(v3, 3) == (0, {"m-1": 0, "m-2": 82})
+    assert decode_leave_group(v3, 3) == (0, {"m-1": 0, "m-2": 82, "instance:inst-2": 82})
     assert decode_leave_group(struct.pack(">ihi", 0, 16, 0), 3) == (16, {})
 
 
