@@ -32,7 +32,6 @@ __all__ = ["GroupAdminError", "GroupDescription", "GroupMember", "describe_group
 API_VERSIONS, FIND_COORDINATOR, LEAVE_GROUP, LIST_TRANSACTIONS = 18, 10, 13, 66
 _RETRIABLE = frozenset({14, 15, 16})  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 _CLIENT_ID = "iqmesh-group-admin"
-_INSTANCE = "instance:"
 
 
 class GroupAdminError(StreamsException):
@@ -181,21 +180,29 @@ def decode_find_coordinator(body: bytes, version: int) -> tuple[int, int, str, i
     return error, r.i32(), r.string() or "", r.i32()
 
 
-def decode_leave_group(body: bytes, version: int) -> tuple[int, dict[str, int]]:
-    """(top-level error_code, {member_id: error_code}, static members also under
-    ``"instance:" + group.instance.id``); the dict is empty below v3."""
+def decode_leave_group(body: bytes, version: int) -> tuple[int, list[tuple[str, str | None, int]]]:
+    """(top-level error_code, [(member_id, group_instance_id, error_code)] in the response's
+    order); the list is empty below v3."""
     r = Reader(body)
     if version >= 1:
         r.i32()  # throttle_time_ms
     error = r.i16()
-    members: dict[str, int] = {}
+    members: list[tuple[str, str | None, int]] = []
     if version >= 3:
         for _ in range(max(r.i32(), 0)):
-            member_id, instance, code = r.string() or "", r.string(), r.i16()
-            members[member_id] = code
-            if instance:  # a member named by its group.instance.id alone is answered under its member id
-                members[_INSTANCE + instance] = code
+            member_id, instance = r.string() or "", r.string()
+            members.append((member_id, instance, r.i16()))
     return error, members
+
+
+def _answer_for(m: GroupMember, index: int, answers: list[tuple[str, str | None, int]], asked: int) -> int | None:
+    """The error code answered for ``m``, the ``index``-th of ``asked`` members: by member id, or
+    by group.instance.id for a member named by it alone. Apache Kafka echoes what was asked; the dev
+    broker answers a static member under its member id without the instance id, in request order."""
+    for member_id, instance, code in answers:
+        if (m.member_id and member_id == m.member_id) or (not m.member_id and instance == m.group_instance_id):
+            return code
+    return answers[index][2] if len(answers) == asked and not m.member_id else None
 
 
 def decode_list_transactions(body: bytes) -> tuple[int, list[tuple[str, int, str]]]:
@@ -348,6 +355,11 @@ def remove_members(bootstrap: str, group_id: str, members: Sequence[GroupMember]
         raise GroupAdminError(f"removing members from group {group_id!r} (bootstrap {bootstrap}): {e}") from e
 
 
+def _name(m: GroupMember) -> str:
+    """What a member's result is listed under: its member id, else its group.instance.id."""
+    return m.member_id or m.group_instance_id or ""
+
+
 def _remove(bootstrap: str, group_id: str, members: list[GroupMember], deadline: float,
             auth: BrokerAuth) -> dict[str, str]:
     result: dict[str, str] = {}
@@ -361,17 +373,16 @@ def _remove(bootstrap: str, group_id: str, members: list[GroupMember], deadline:
             for batch in [members] if version >= 3 else [[m] for m in members]:
                 body = conn.call(LEAVE_GROUP, version, encode_leave_group(group_id, batch, version))
                 error, per_member = decode_leave_group(body, version)
-                for m in batch:
-                    key = m.member_id or _INSTANCE + (m.group_instance_id or "")
-                    if error == 0 and version >= 3 and key not in per_member:
-                        raise GroupAdminError(f"broker {conn.where} did not answer for member {key!r}")
-                    codes[m.member_id or m.group_instance_id or ""] = (per_member[key] if error == 0 and version >= 3
-                                                                      else error)
+                for index, m in enumerate(batch):
+                    code = _answer_for(m, index, per_member, len(batch)) if error == 0 and version >= 3 else error
+                    if code is None:
+                        raise GroupAdminError(f"broker {conn.where} did not answer for member {_name(m)!r}")
+                    codes[_name(m)] = code
         finally:
             conn.close()
         result.update({mid: error_name(code) for mid, code in codes.items()})
         # the coordinator moved or was loading: ask again about those members
-        members = [m for m in members if codes[m.member_id or m.group_instance_id or ""] in _RETRIABLE]
+        members = [m for m in members if codes[_name(m)] in _RETRIABLE]
         if members:
             if time.monotonic() + 0.2 > deadline:
                 break
