@@ -43,9 +43,9 @@ from pathlib import Path
 import grpc
 from confluent_kafka.admin import AdminClient
 
-from devtools.cluster import WORDS, LocalCluster, ensure_topic, sample_lines
 from examples.wordcount import STORE
 from instance.config import StreamsConfig
+from instance.local.cluster import WORDS, LocalCluster, ensure_topic, sample_lines
 from instance.runtime.rebalance_protocol import BROKER_SESSION_TIMEOUT_MS, CONSUMER
 from loadtest.chaos import observe
 from loadtest.chaos.result import AT_LEAST_ONCE, EXACTLY_ONCE_V2, RunResult
