@@ -44,7 +44,7 @@ class EventLog:
 def start_broker(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     """noida-db's Kafka on the node's bridge address, where the overlay's KAFKA_BOOTSTRAP names
     point."""
-    from devtools.broker import find_noida_binary, wait_for_broker
+    from instance.local.broker import find_noida_binary, wait_for_broker
 
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(data_dir / "broker.log", "ab") as log:
@@ -118,8 +118,8 @@ class Smoke:
         self.sts: StatefulSetSim | None = None
 
     def run(self, steps: tuple[str, ...]) -> dict[str, Any]:
-        from devtools.cluster import ensure_topic
         from examples.wordcount import INPUT_TOPIC
+        from instance.local.cluster import ensure_topic
 
         self.net.setup()
         for hostport in self.bootstrap.split(","):
@@ -148,8 +148,8 @@ class Smoke:
         return self.out
 
     def _feed(self) -> None:
-        from devtools.cluster import produce, sample_lines
         from examples.wordcount import INPUT_TOPIC, split_words
+        from instance.local.cluster import produce, sample_lines
 
         self.batches += 1
         lines = sample_lines(self.lines, seed=self.batches)

@@ -3,7 +3,7 @@
 loadtest.k8s_sim in private namespaces), ingest and queries running throughout; per scenario
 DIR/<engine>-<scenario>.json and .png, and DIR/<engine>-summary.md (the table). ``--smoke``:
 seconds and small rates (what CI runs). Needs kubectl, unshare, nsenter, ip; ``--engine kafka``
-Java 17 and Maven (devtools/kafka_broker.py)."""
+Java 17 and Maven (instance/local/kafka_broker.py)."""
 
 from __future__ import annotations
 

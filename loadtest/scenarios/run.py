@@ -95,7 +95,7 @@ class Broker:
 
     def start(self) -> None:
         if self.engine == "kafka":
-            from devtools import kafka_broker
+            from instance.local import kafka_broker
 
             kafka_broker.HOST = NODE_IP  # in the simulator's own network namespace only
             kafka_broker.start_broker(self.data_dir, port=self.port)
@@ -106,7 +106,7 @@ class Broker:
 
     def stop(self) -> None:
         if self.engine == "kafka":
-            from devtools import kafka_broker
+            from instance.local import kafka_broker
 
             kafka_broker.stop_broker(self.data_dir)
         elif self.proc is not None:
@@ -129,8 +129,8 @@ class Scenario:
 
     # -- set-up -----------------------------------------------------------------------------------
     def _cluster(self) -> StatefulSetSim:
-        from devtools.cluster import ensure_topic
         from examples.wordcount import INPUT_TOPIC
+        from instance.local.cluster import ensure_topic
 
         self.net.setup()
         self.net.set_name(self.bootstrap.rsplit(":", 1)[0], [NODE_IP])
@@ -152,7 +152,7 @@ class Scenario:
         return p
 
     def _gateway(self, seed: str, token: str) -> str:
-        from devtools.broker import free_port
+        from instance.local.broker import free_port
 
         port = free_port()
         self._spawn([sys.executable, "-m", "instance.cli", "gateway", "--seeds", seed, "--port", str(port),

@@ -19,9 +19,10 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from devtools import engines, kafka_broker
-from devtools.broker import free_port
-from devtools.cluster import produce, sample_lines
+from devtools.suite_broker import suite_engine
+from instance.local import kafka_broker
+from instance.local.broker import free_port
+from instance.local.cluster import produce, sample_lines
 from instance.runtime.group_admin import GroupMember, remove_members
 from instance.runtime.wire_auth import BrokerAuth
 from router.client import QueryClient
@@ -30,7 +31,7 @@ from tests.integration.test_crash_recovery import wait_for_counts
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(engines.test_engine() != "kafka" or bool(os.environ.get("IQMESH_BOOTSTRAP")),
+    pytest.mark.skipif(suite_engine() != "kafka" or bool(os.environ.get("IQMESH_BOOTSTRAP")),
                        reason="starts a SASL_SSL Apache Kafka of its own (IQMESH_BROKER=kafka)"),
 ]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from devtools import engines
+from devtools.suite_broker import suite_engine
 from loadtest.k8s_sim.manifests import kubectl
 from loadtest.k8s_sim.namespace import can_isolate
 from loadtest.scenarios import SCENARIOS
@@ -30,7 +30,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
             pytest.fail(f"the scenarios cannot run under CI=true: {why}")
         pytest.skip(f"the scenarios cannot run here: {why}")
     out, work = tmp_path_factory.mktemp("scenarios"), tmp_path_factory.mktemp("scenarios-work")
-    engine = engines.test_engine()
+    engine = suite_engine()
     proc = subprocess.run([sys.executable, "-m", "loadtest.scenarios", "--smoke", "--engine", engine,
                            "--out", str(out), "--work-dir", str(work)],
                           capture_output=True, text=True, timeout=2400, cwd=K8S.parent)
