@@ -33,9 +33,14 @@ class EventLog:
         self.events: list[dict[str, Any]] = []
 
     def __call__(self, event: str, pod: str, detail: str) -> None:
-        e = {"t": round(time.monotonic() - self.t0, 2), "event": event, "pod": pod, "detail": detail}
+        e = {"t": round(time.monotonic() - self.t0, 2), "event": event, "pod": pod, "detail": detail,
+             **self.extra()}
         self.events.append(e)
         print(json.dumps(e), file=sys.stderr, flush=True)
+
+    def extra(self) -> dict[str, Any]:
+        """More fields of an event, set before it is shared (pods log from threads of their own)."""
+        return {}
 
     def mark(self, event: str, detail: str = "") -> None:
         self(event, "", detail)

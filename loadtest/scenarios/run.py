@@ -60,9 +60,8 @@ class Settings:
 class WallEvents(EventLog):
     """EventLog with wall-clock times too (the load generator is another process)."""
 
-    def __call__(self, event: str, pod: str, detail: str) -> None:
-        super().__call__(event, pod, detail)
-        self.events[-1]["wall"] = time.time()
+    def extra(self) -> dict[str, Any]:
+        return {"wall": time.time()}
 
 
 def patched(rendered: Rendered, settings: Settings) -> Rendered:
