@@ -84,7 +84,8 @@ class IdleFetch:
 
     ``window_s``: once fetching again, at least this long before the next pause (a fetch needs
     time to come back). ``moved``: a cheap check (an end offset) asked when a pause is over;
-    while it says nothing moved the pause goes on, so the consumer sends no fetch at all.
+    while it says nothing moved the pause goes on, so the consumer sends no fetch at all (with
+    ``pause_s`` 0 it is asked at every :meth:`may_fetch`: the owner's loop sets the pace).
     """
 
     switch: FetchSwitch
@@ -92,17 +93,18 @@ class IdleFetch:
     window_s: float = 0.0
     moved: Callable[[], bool] | None = None
     clock: Callable[[], float] = time.monotonic
+    _paused: bool = field(default=False, init=False)
     _paused_until: float = field(default=0.0, init=False)
     _fetching_until: float = field(default=0.0, init=False)
 
     @property
     def paused(self) -> bool:
-        return bool(self._paused_until)
+        return self._paused
 
     def may_fetch(self) -> bool:
         """False while paused; a pause that is over ends here (the switch starts) unless ``moved``
         says there is still nothing to read."""
-        if not self._paused_until:
+        if not self._paused:
             return True
         now = self.clock()
         if now < self._paused_until:
@@ -110,7 +112,7 @@ class IdleFetch:
         if self.moved is not None and not self.moved():
             self._paused_until = now + self.pause_s
             return False
-        self._paused_until = 0.0
+        self._paused = False
         self._fetching_until = now + self.window_s
         self.switch.start()
         return True
@@ -128,11 +130,12 @@ class IdleFetch:
     def pause(self) -> None:
         """Caught up: stop fetching for ``pause_s``."""
         self.switch.stop()
+        self._paused = True
         self._paused_until = self.clock() + self.pause_s
 
     def reset(self) -> None:
         """The owner started fetching by itself (a new assignment): no pause, a fresh window."""
-        self._paused_until = 0.0
+        self._paused = False
         self._fetching_until = self.clock() + self.window_s
 
     def hold(self, wait: Callable[[float], object]) -> None:
