@@ -14,8 +14,9 @@ A partition is registered in one of two modes:
 
 Restoring has priority: standby partitions stay paused while any partition restores. Caught up, the
 standby partitions pause for ``idle_s`` (router/idle_fetch.py: the dev broker answers idle fetches
-in a tight loop) and, resumed, stay resumed for ``window_s`` so a fetch has time to come back. The stream thread calls
-:meth:`restore` and :meth:`update_standbys` between polls, so neither blocks the group heartbeat.
+in a tight loop) and, resumed, stay resumed for ``window_s`` so a fetch has time to come back. The
+stream thread calls :meth:`restore` and :meth:`update_standbys` between polls, so neither blocks
+the group heartbeat.
 """
 
 from __future__ import annotations
