@@ -31,6 +31,7 @@ from instance.runtime.task import system_clock_ms
 from instance.runtime.task_manager import TaskManager
 from instance.runtime.task_timeout import retrying
 from instance.topology.topology import Topology
+from router.idle_fetch import IdleFetch, PauseAssignment
 from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
@@ -291,7 +292,8 @@ class StreamThread(threading.Thread):
             consumer.resume(parts)
 
     def _idle(self, consumer: Consumer, idle_s: float) -> None:
-        """Caught up: pause fetching briefly (the dev broker answers idle fetches in a tight loop)."""
+        """Caught up: pause fetching briefly (router/idle_fetch.py: the dev broker answers idle
+        fetches in a tight loop)."""
         parts = consumer.assignment()
         if not parts:
             self._shutdown.wait(idle_s)
@@ -309,9 +311,7 @@ class StreamThread(threading.Thread):
             position = tp.offset if tp.offset >= 0 else max(start.get((tp.topic, tp.partition), 0), low)
             if high > position:
                 return
-        consumer.pause(parts)
-        self._shutdown.wait(idle_s)
-        self._resume(consumer)
+        IdleFetch(PauseAssignment(consumer, self._consumable), idle_s).hold(self._shutdown.wait)
 
     # -- rebalance ---------------------------------------------------------------------------------
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
