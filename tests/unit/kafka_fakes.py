@@ -11,49 +11,23 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from instance.state.source_offsets import HEADER
+from instance.testing.driver import _Msg as DriverMsg
 
 TopicPart = tuple[str, int]
 SOURCE = "input"
 
 
-@dataclass
-class _Msg:
-    _topic: str
-    _partition: int
-    _offset: int
-    _key: bytes | None
-    _value: bytes | None
-    _headers: list[tuple[str, bytes]] | None
-    _timestamp: int | None = None
+class _Msg(DriverMsg):
+    """A consumed record, as the TopologyTestDriver's, that also says it is not an error."""
 
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def timestamp(self) -> tuple[int, int]:
-        # CreateTime: the offset unless given, so a test can tell it arrived
-        return (1, self._offset if self._timestamp is None else self._timestamp)
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def headers(self) -> list[tuple[str, bytes]] | None:
-        return self._headers
+    __slots__ = ()
 
     def error(self) -> None:
         return None
 
 
 def message(topic: str, partition: int, offset: int, key: str, value: str) -> _Msg:
-    return _Msg(topic, partition, offset, key.encode(), value.encode(), None)
+    return _Msg(topic, partition, offset, offset, key.encode(), value.encode())
 
 
 @dataclass
@@ -70,7 +44,8 @@ class FakeConsumer:
     def append(self, tp: TopicPart, key: str, value: str, src: int | None = None, gap: int = 0) -> None:
         off = self.ends.get(tp, 0)
         headers = None if src is None else [(HEADER, b"%d %s" % (src, SOURCE.encode()))]
-        self.logs.setdefault(tp, {})[off] = _Msg(tp[0], tp[1], off, key.encode(), value.encode(), headers)
+        # CreateTime: the offset, so a test can tell it arrived
+        self.logs.setdefault(tp, {})[off] = _Msg(tp[0], tp[1], off, off, key.encode(), value.encode(), headers)
         self.ends[tp] = off + 1 + gap
 
     def assign(self, tps: list[TopicPartition]) -> None:
@@ -198,7 +173,7 @@ class FakeProducer:
         err = self.broker.delivery_error
         if err is not None:
             for topic, partition, key, value in queued:
-                self._on_delivery(err, _Msg(topic, partition, -1, key, value, None))
+                self._on_delivery(err, _Msg(topic, partition, -1, 0, key, value))
             self._txn_failed = KafkaError(err.code(), err.str(), txn_requires_abort=True)
             return 0
         if self.transactional_id is None:

@@ -103,6 +103,24 @@ def _all_closed_dirty(thread: Thread, tasks: list[StreamTask]) -> None:
     assert all(thread.checkpoint(t.partition) == {} for t in tasks)
 
 
+def _commit_starts_over(thread: Thread) -> tuple[FakeProducer, list[StreamTask]]:
+    """Commit, which must tell the thread to start over; returns the producer and tasks it had."""
+    tasks, producer = list(thread.tm.tasks.values()), thread.producer
+    with pytest.raises(TaskMigratedException) as migrated:
+        thread.tm.commit()
+    assert migrated.value.start_over
+    assert thread.broker.group_offsets == {} and thread.broker.committed_to(CHANGELOG) == {}
+    return producer, tasks
+
+
+def _started_over(thread: Thread, tasks: list[StreamTask]) -> None:
+    """What the stream thread does before it rejoins: every task closed dirty, a new producer."""
+    n = len(thread.producers)
+    thread.tm.handle_lost_all()
+    _all_closed_dirty(thread, tasks)
+    assert len(thread.producers) == n + 1
+
+
 # -- committed -----------------------------------------------------------------------------------------
 def test_at_least_once_commits_offsets_then_checkpoints_what_was_written(tmp_path: Path) -> None:
     t = _thread(tmp_path, AT_LEAST_ONCE)
@@ -153,20 +171,12 @@ def test_at_least_once_offsets_refused_keep_the_tasks_and_go_with_the_next_commi
 def test_exactly_once_offsets_refused_abort_the_transaction_and_start_over(tmp_path: Path, code: int) -> None:
     t = _thread(tmp_path, EXACTLY_ONCE_V2)
     t.feed(0, "aba")
-    tasks = list(t.tm.tasks.values())
-    old = t.producer
     t.broker.refuse_offsets = KafkaError(code)
-    with pytest.raises(TaskMigratedException) as refused:
-        t.tm.commit()
-    assert refused.value.start_over
+    old, tasks = _commit_starts_over(t)
     assert old.calls[-2:] == ["abort", "purge"]  # aborted, then nothing it holds is sent
-    assert t.broker.committed_to(CHANGELOG) == {} and {topic for topic, _ in t.broker.aborted} == {CHANGELOG, OUTPUT}
-    assert t.broker.group_offsets == {}
-
-    t.tm.handle_lost_all()  # what the stream thread does with it, before it rejoins
-    _all_closed_dirty(t, tasks)
-    assert len(t.producers) == 2 and t.replaced == [old.transactional_id]
-    assert t.producer.calls == ["init"]
+    assert {topic for topic, _ in t.broker.aborted} == {CHANGELOG, OUTPUT}
+    _started_over(t, tasks)
+    assert t.replaced == [old.transactional_id] and t.producer.calls == ["init"]
 
 
 # -- timed out -----------------------------------------------------------------------------------------
@@ -175,19 +185,11 @@ def test_a_commit_the_broker_does_not_answer_within_the_task_timeout_starts_over
                                                                                  guarantee: str) -> None:
     t = _thread(tmp_path, guarantee)
     t.feed(0, "aba")
-    tasks = list(t.tm.tasks.values())
-    old = t.producer
     t.broker.away = True
-    with pytest.raises(TaskMigratedException) as lost:
-        t.tm.commit()
-    assert lost.value.start_over
+    old, tasks = _commit_starts_over(t)
     assert "abort" not in old.calls  # the broker is away: the transaction is left to its timeout
     assert old.purged  # what it still holds must never reach the broker after the next owner's writes
-    assert t.broker.group_offsets == {} and t.broker.committed_to(CHANGELOG) == {}
-
-    t.tm.handle_lost_all()
-    _all_closed_dirty(t, tasks)
-    assert len(t.producers) == 2
+    _started_over(t, tasks)
 
 
 # -- fenced --------------------------------------------------------------------------------------------
@@ -198,17 +200,10 @@ def test_exactly_once_a_fenced_producer_is_replaced_and_the_tasks_start_over(tmp
                                                                              error: KafkaError) -> None:
     t = _thread(tmp_path, EXACTLY_ONCE_V2)
     t.feed(0, "aba")
-    tasks = list(t.tm.tasks.values())
-    old = t.producer
     t.broker.refuse_transaction = error
-    with pytest.raises(TaskMigratedException) as fenced:
-        t.tm.commit()
-    assert fenced.value.start_over
+    old, tasks = _commit_starts_over(t)
     assert "abort" not in old.calls and old.purged  # another producer owns the transaction now
-    assert t.broker.group_offsets == {}
-
-    t.tm.handle_lost_all()
-    _all_closed_dirty(t, tasks)
+    _started_over(t, tasks)
     assert t.replaced == [old.transactional_id]
 
 
@@ -216,14 +211,11 @@ def test_at_least_once_a_producer_that_lost_its_state_is_replaced_and_the_tasks_
         tmp_path: Path) -> None:
     t = _thread(tmp_path, AT_LEAST_ONCE)
     t.feed(0, "aba")
-    tasks = list(t.tm.tasks.values())
     t.broker.delivery_error = KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
-    with pytest.raises(TaskMigratedException) as lost:
-        t.tm.commit()
-    assert lost.value.start_over and t.broker.group_offsets == {}
-    t.tm.handle_lost_all()
-    _all_closed_dirty(t, tasks)
-    assert len(t.producers) == 2 and t.replaced == []  # no transactional id to fence
+    old, tasks = _commit_starts_over(t)
+    assert old.purged
+    _started_over(t, tasks)
+    assert t.replaced == []  # no transactional id to fence
 
 
 # -- a record not written ------------------------------------------------------------------------------
@@ -241,14 +233,10 @@ def test_at_least_once_a_changelog_record_not_written_fails_the_commit(tmp_path:
 def test_exactly_once_a_record_not_written_aborts_the_transaction(tmp_path: Path) -> None:
     t = _thread(tmp_path, EXACTLY_ONCE_V2)
     t.feed(0, "aba")
-    tasks = list(t.tm.tasks.values())
     t.broker.delivery_error = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
-    with pytest.raises(TaskMigratedException) as aborted:
-        t.tm.commit()
-    assert aborted.value.start_over and t.producers[0].calls[-2:] == ["abort", "purge"]
-    assert t.broker.group_offsets == {} and t.broker.committed_to(CHANGELOG) == {}
-    t.tm.handle_lost_all()
-    _all_closed_dirty(t, tasks)
+    old, tasks = _commit_starts_over(t)
+    assert old.calls[-2:] == ["abort", "purge"]
+    _started_over(t, tasks)
 
 
 # -- on revocation and shutdown -----------------------------------------------------------------------
