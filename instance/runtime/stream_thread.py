@@ -263,8 +263,15 @@ class StreamThread(threading.Thread):
                 consumer = self._task_migrated(tm, consumer, e)
 
     def _turn(self, tm: TaskManager, consumer: Consumer, pace: _Pace) -> None:
-        """One turn of the loop: restore or poll, process, maybe commit."""
+        """One turn of the loop: pause or resume for a membership change, restore or poll,
+        process, maybe commit. The pause comes first, so a commit that raises does not delay it."""
         self.last_turn = time.monotonic()
+        if self._quiesce_requests != self.quiesce_done:
+            self._quiesce(tm, consumer)
+        elif self._paused_for and self._membership is not None \
+                and self._membership.may_resume(set(self._paused_for), self._paused_since):
+            self._paused_for.clear()
+            self._resume(consumer)
         restorer = tm.restorer
         if restorer.active:
             self._restored(tm, tm.restore_step())
@@ -292,12 +299,6 @@ class StreamThread(threading.Thread):
             self._idle(consumer, pace.idle_s)
         if time.monotonic() - tm.last_commit >= pace.commit_s or tm.commit_requested():
             tm.commit()
-        if self._quiesce_requests != self.quiesce_done:
-            self._quiesce(tm, consumer)
-        elif self._paused_for and self._membership is not None \
-                and self._membership.may_resume(set(self._paused_for), self._paused_since):
-            self._paused_for.clear()
-            self._resume(consumer)
 
     def _quiesce(self, tm: TaskManager, consumer: Consumer) -> None:
         """Commit, then stop fetching until the announced membership change has happened."""
