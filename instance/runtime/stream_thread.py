@@ -370,7 +370,7 @@ class StreamThread(threading.Thread):
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
         assert self.tasks is not None
-        self.tasks.lost()
+        self.tasks.handle_lost_all()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._leaving:

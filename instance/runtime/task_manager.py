@@ -248,9 +248,6 @@ class TaskManager:
         if refused.start_over:
             raise refused
 
-    def lost(self) -> None:
-        self.handle_lost_all()
-
     def committed_offsets(self, tps: list[TopicPart]) -> dict[TopicPart, int]:
         """The group's committed offsets (0 where none): what restores may keep (at-least-once)."""
         if self.consumer is None or not tps:
