@@ -256,17 +256,3 @@ def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:
 
 _FIELDS_BY_NAME = {f.metadata["name"]: f for f in dataclasses.fields(StreamsConfig) if f.metadata["name"]}
 _NAMES_BY_FIELD = {f.name: f.metadata["name"] for f in dataclasses.fields(StreamsConfig)}
-
-
-def load_properties_file(path: str | Path) -> dict[str, str]:
-    """Read a Java-style ``.properties`` file (``name=value``, ``#`` comments)."""
-    out: dict[str, str] = {}
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith(("#", "!")):
-            continue
-        sep = min((i for i in (s.find("="), s.find(":")) if i > 0), default=-1)
-        if sep < 0:
-            raise ConfigException(f"{path}:{lineno}: expected name=value, got {line!r}")
-        out[s[:sep].strip()] = s[sep + 1:].strip()
-    return out

@@ -17,8 +17,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from instance import config_providers
-from instance.config import load_properties_file
 from instance.errors import ConfigException
+from instance.properties_file import load_properties_file
 from router.security import Security
 
 SERVER_NAME_ENV = "IQMESH_ADVERTISED_HOST"

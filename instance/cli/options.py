@@ -35,7 +35,7 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
 def build_properties(args: argparse.Namespace, shortcuts: dict[str, Any]) -> dict[str, Any]:
     """Settings from the properties file, then --config, then the named flags."""
     from instance import config_providers
-    from instance.config import load_properties_file
+    from instance.properties_file import load_properties_file
 
     props: dict[str, Any] = {}
     if args.config_file:

@@ -17,7 +17,7 @@ from instance.cli.gateway import cmd_gateway
 from instance.cli.health_probe import main as probe_main
 from instance.cli.main import parser
 from instance.cli.options import client_security
-from instance.config import load_properties_file
+from instance.properties_file import load_properties_file
 from instance.server.servicer import LIVENESS
 from loadtest.k8s_sim.manifests import Rendered, container, pod_template
 from tests.k8s.conftest import K8S, OVERLAYS, RENDERINGS, WITH_COMPONENTS

@@ -20,12 +20,6 @@ PACKAGES = ("instance", "router", "analytics", "examples", "loadtest", "devtools
 #: Import edges that close a cycle today, allowed while they are being removed. The test drops
 #: them and then requires no cycle at all; entries go, none come.
 ALLOWED_EDGES: frozenset[tuple[str, str]] = frozenset({
-    # issue 19 names these two; the task-lifecycle change removes them: empty after merging it
-    ("instance.runtime.membership", "instance.runtime.stream_thread"),  # TYPE_CHECKING: the thread's type
-    ("instance.topology.processor", "instance.runtime.task"),  # TYPE_CHECKING: ProcessorContext's task
-    # found by this test, not named by the issue, no change removes them yet (lazy imports both)
-    ("instance.config_providers", "instance.config"),  # load_properties_file, for ${file:...}
-    ("instance.topology.topology", "instance.topology.describe"),  # Topology.describe()
 })
 #: Packages whose modules may import one another in a ring: the DSL, where KStream, KTable and the
 #: grouped, windowed and cogrouped streams return one another (as Kafka Streams' interfaces do),
