@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
-from instance.runtime.task_timeout import TaskTimeoutException, kafka_error
+from instance.runtime.task_timeout import TaskTimeoutException, is_transient, kafka_error
 from router.partitioner import LIBRDKAFKA_PARTITIONER
 
 Headers = list[tuple[str, str | bytes | None]]
@@ -155,7 +155,10 @@ class RecordCollector:
         if err is None:
             return
         handler = self.on_delivery_error
-        if handler is not None and not err.fatal() and err.code() not in _FATAL \
+        # a record the broker could not take *for now* (its topic unknown for a moment after a
+        # restart, a leader away) is not the production handler's call: the tasks start over from
+        # the last commit (Kafka Streams' TaskCorrupted for a retriable send error)
+        if handler is not None and not err.fatal() and err.code() not in _FATAL and not is_transient(err) \
                 and not msg.topic().endswith("-changelog"):  # a lost changelog record corrupts state
             try:
                 handler(err, msg)
@@ -197,7 +200,8 @@ class RecordCollector:
     def check(self) -> None:
         if self._error is not None:
             err, self._error = self._error, None
-            lost = err.code() in PRODUCER_STATE_ERRORS or (err.fatal() and err.code() not in AUTHORIZATION_ERRORS)
+            lost = (err.code() in PRODUCER_STATE_ERRORS or is_transient(err)
+                    or (err.fatal() and err.code() not in AUTHORIZATION_ERRORS))
             raise (ProducerLostException if lost else StreamsException)(
                 f"a record could not be written to {self._where}: {err.name()}: {err.str()}") \
                 from KafkaException(err)

@@ -239,6 +239,19 @@ def test_exactly_once_a_record_not_written_aborts_the_transaction(tmp_path: Path
     _started_over(t, tasks)
 
 
+@pytest.mark.parametrize("code", [KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                                  KafkaError.NOT_ENOUGH_REPLICAS])
+def test_at_least_once_a_record_the_broker_cannot_take_for_now_starts_over(tmp_path: Path, code: int) -> None:
+    # e.g. the output topic unknown for a moment after a broker restart: not the production
+    # handler's call (its default, fail, ended the thread), the tasks start over from the commit
+    t = _thread(tmp_path, AT_LEAST_ONCE)
+    t.feed(0, "aba")
+    t.broker.delivery_error = KafkaError(code)
+    old, tasks = _commit_starts_over(t)
+    assert old.purged
+    _started_over(t, tasks)
+
+
 # -- on revocation and shutdown -----------------------------------------------------------------------
 def test_at_least_once_revoked_after_a_commit_the_task_is_closed_with_a_checkpoint(tmp_path: Path) -> None:
     t = _thread(tmp_path, AT_LEAST_ONCE)
