@@ -3,7 +3,7 @@
 It creates tasks when the group assigns partitions (their stores restored by the thread's changelog
 reader), closes them on revocation, hands consumed records to them, commits (flush stores and
 producer, then offsets, or the transaction under exactly_once_v2, then checkpoints), keeps the
-standby replicas the placement asks for, and answers which local replica serves a query. Task
+standby replicas the placement asks for (which of them answers a query: runtime/query/replicas.py). Task
 directories, checkpoints and stores are each task's ProcessorStateManager's. The stream thread only
 loops; the consumer it owns is lent here for commits and pauses.
 """
@@ -33,7 +33,7 @@ from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task import StreamTask, system_clock_ms
 from instance.runtime.task_timeout import TaskTimeoutException, kafka_error, retrying
 from instance.runtime.timestamps import timestamp_extractor
-from instance.state.kv_store import ChangelogSend, KeyValueStore
+from instance.state.kv_store import ChangelogSend
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
 from router.task_id import TaskId
@@ -493,33 +493,6 @@ class TaskManager:
         return StandbyTask(tid, [self.topology.stores[s] for s in st.stores], state,
                            [self._resolve(t) for t in st.source_topics], config.in_memory_stores, self.restorer,
                            self.metrics.task_metrics(str(tid), standby=True))
-
-    # -- queries ----------------------------------------------------------------------------------------
-    def local_store(self, store: str, partition: int, read: Callable[[KeyValueStore], Any] | None = None
-                    ) -> tuple[Any, str, int, int, bool] | None:
-        """(store, role, changelog position, end offset, catching up) of this thread's replica;
-        with ``read``, ``read(store)`` instead of the store, the position taken after it (an active's
-        position counts what its cache holds: see ProcessorStateManager.position)."""
-        changelog = self.layout.changelogs.get(store)
-        tp = (changelog, partition) if changelog else None
-        with self.lock:
-            for tid, task in self.tasks.items():
-                if tid.partition == partition and store in task.stores:
-                    kv = task.stores[store]
-                    got = kv if read is None else read(kv)
-                    if tid in self.restoring and tp is not None:
-                        pos = task.state.changelog_offsets.get(tp, -1)
-                        pos, end = self.restorer.progress(task).get(tp, (pos, pos))
-                        return got, "RESTORING", pos, end, True
-                    pos = task.state.position(tp) if tp else -1
-                    return got, "ACTIVE", pos, pos, bool(task.catch_up_to)
-            for tid, sb in self.standby.tasks.items():
-                if tid.partition == partition and store in sb.stores:
-                    kv = sb.stores[store]
-                    got = kv if read is None else read(kv)
-                    pos, end = self.restorer.progress(sb).get(tp, (-1, -1)) if tp else (-1, -1)
-                    return got, "STANDBY", pos, end, False
-        return None
 
 
 def _consume_error(m: Any) -> None:

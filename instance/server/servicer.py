@@ -14,20 +14,20 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from instance.config import LISTEN_HOST
-from instance.errors import InvalidStateStoreException
 from instance.runtime.kafka_streams import KafkaStreams
+from instance.runtime.query import KeyQuery, WindowKeyQuery, WindowRangeQuery
+from instance.runtime.query.request import check_store_kind
 from instance.runtime.query_counters import QuerySlot
 from instance.server.describe import InputLagReader, topology_reply
-from instance.server.replies import read_metadata, value_to_json
+from instance.server.local_query import ask_local
+from instance.server.replies import value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
 from instance.server.strict_handlers import strict_handler
 from instance.server.watch import WatchService
 from router.application_guard import ApplicationInterceptor
 from router.channels import ChannelPool
-from router.echo import echo
 from router.forward import forward_fetch, forward_get, hop_timeout
-from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import InstanceCounters
 from router.options import QueryOptions
 from router.partitioner import default_partition
@@ -39,7 +39,6 @@ from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.scan_wire import ScanRequest
 from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 from router.task_id import TaskId
-from router.unavailable import UnavailableError, UnavailableReason
 
 log = logging.getLogger(__name__)
 #: threads reading the partitions of scans in parallel (locally or one hop away)
@@ -118,6 +117,18 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             stream.close()  # the call has ended already
         return _guarded(context, stream.replies())
 
+    def _key(self, store: str, raw: bytes, text: str) -> tuple[Any, bytes]:
+        """A request's key and its serialized bytes, each computed once: from ``raw`` bytes (checked
+        against the store's serde), else parsed from ``text``."""
+        streams = self.streams
+        if raw:
+            return streams.key_from_bytes(store, raw), raw
+        key = streams.parse_key(store, text)
+        kb = streams.store_spec(store).key_serde.serialize(key)
+        if kb is None:
+            raise ValueError("key must not be None")
+        return key, kb
+
     def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
              slot: QuerySlot) -> pb.GetReply:
         streams = self.streams
@@ -125,31 +136,25 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         if not store:
             raise ValueError("store must be given")
         check_query_key(request.raw_key or request.key)
-        if streams.is_global_store(store):
-            return self._get_global(request, slot)
-        # the key is parsed, serialized and partitioned once per Get (the hot path)
-        sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
-        key_serde = streams.topology.stores[store].key_serde
-        key_bytes: bytes | None
-        if request.raw_key:
-            key_bytes = request.raw_key
-            key = key_serde.deserialize(key_bytes)
-        else:
-            key = streams.parse_key(store, request.key)
-            key_bytes = key_serde.serialize(key)
-        if key_bytes is None:
-            raise ValueError("key must not be None")
-        partition = default_partition(key_bytes, partitions)
-        options = _options_of(request)
         forwarded = request.forwarded
 
         def answer_local() -> pb.GetReply:
-            reply = self._answer_local(store, key, partition, options)
+            value, meta = ask_local(streams, store, KeyQuery(key), partition, options)
             if forwarded:
                 slot.gets_routed += 1
             else:
                 slot.gets_local += 1
-            return reply
+            return self._get_reply(store, value, meta)
+
+        if streams.is_global_store(store):  # every instance holds it whole: answered here, never forwarded
+            key, _ = self._key(store, request.raw_key, request.key)
+            partition, options = 0, _options_of(request)
+            return answer_local()
+        # the key is parsed, serialized and partitioned once per Get (the hot path)
+        sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
+        key, key_bytes = self._key(store, request.raw_key, request.key)
+        partition = default_partition(key_bytes, partitions)
+        options = _options_of(request)
 
         def forward(endpoint: str) -> pb.GetReply:
             reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
@@ -160,46 +165,12 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return router.route(store, None if forwarded else TaskId(sub, partition), options, answer_local, forward,
                             forwarded=forwarded, local_state=streams.state.name)
 
-    def _get_global(self, request: pb.GetRequest, slot: QuerySlot) -> pb.GetReply:
-        """A Get of a global store: answered here from this instance's whole copy (every instance
-        holds one, as in Kafka Streams), never forwarded."""
-        store = request.store
-        serde = self.streams.store_spec(store).key_serde
-        if request.raw_key:
-            try:
-                key = serde.deserialize(request.raw_key)
-            except Exception as e:
-                raise ValueError(f"raw key {echo(request.raw_key)} is not a {serde.name} key: {e}") from None
-        else:
-            key = self.streams.parse_key(store, request.key)
-        if key is None:
-            raise ValueError("key must not be None")
-        reply = self._answer_local(store, key, 0, _options_of(request))
-        if request.forwarded:
-            slot.gets_routed += 1
-        else:
-            slot.gets_local += 1
-        return reply
-
-    def _answer_local(self, store: str, key: Any, partition: int, options: QueryOptions) -> pb.GetReply:
-        """``key`` from this instance's replica of ``partition`` (a global store: its whole copy)."""
-        streams = self.streams
-        if streams.is_global_store(store):
-            read = streams.read_global(store, key)  # bootstrapping: StreamsNotStartedException (UNAVAILABLE)
-        else:
-            try:
-                read = streams.read_local(store, key, partition)
-            except InvalidStateStoreException as e:
-                raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
-        replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
-        check_local_read(store, replica, options)
-        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name)
-        spec = streams.store_spec(store)
-        reply = pb.GetReply(found=read.found, metadata=meta, value_serde=spec.value_serde.name)
-        if read.found:
-            reply.value_json = value_to_json(read.value)
-            reply.value = spec.value_serde.serialize(read.value)  # type: ignore[assignment]
+    def _get_reply(self, store: str, value: Any, meta: pb.ReadMetadata) -> pb.GetReply:
+        value_serde = self.streams.store_spec(store).value_serde
+        reply = pb.GetReply(found=value is not None, metadata=meta, value_serde=value_serde.name)
+        if value is not None:
+            reply.value_json = value_to_json(value)
+            reply.value = value_serde.serialize(value)  # type: ignore[assignment]
         return reply
 
     def WindowFetch(self, request: pb.WindowFetchRequest, context: grpc.ServicerContext) -> pb.WindowFetchReply:
@@ -221,56 +192,32 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         if not request.store:
             raise ValueError("store must be given")
         store = request.store
-        spec = streams.topology.stores.get(store)
-        if spec is None and streams.is_global_store(store):
-            spec = streams.store_spec(store)  # a key-value store: refused just below
-        kind = "window" if isinstance(request, pb.WindowFetchRequest) else "session"
-        if spec is not None and spec.kind != kind:
-            raise ValueError(f"store {store!r} is a {spec.kind} store, not a {kind} store")
-        key = (spec.key_serde.deserialize(request.raw_key) if spec and request.raw_key
-               else streams.parse_key(store, request.key))
+        query: WindowKeyQuery | WindowRangeQuery
+        window = isinstance(request, pb.WindowFetchRequest)
+        check_store_kind(store, streams.store_spec(store), "window" if window else "session")
+        sub, partitions = streams.store_tasks(store)  # raises when not started
+        key, key_bytes = self._key(store, request.raw_key, request.key)
+        partition = default_partition(key_bytes, partitions)
+        if isinstance(request, pb.WindowFetchRequest):
+            query = WindowKeyQuery(key, request.time_from, request.time_to)
+        else:
+            query = WindowRangeQuery(key)
         options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
 
         def answer_local() -> pb.WindowFetchReply:
-            return self._fetch_local(request, key, options)
+            windows, meta = ask_local(streams, store, query, partition, options)
+            vs = streams.topology.stores[store].value_serde
+            return pb.WindowFetchReply(
+                windows=[pb.WindowEntry(start=s, end=e, value=vs.serialize(v) or b"", value_json=value_to_json(v))
+                         for s, e, v in windows],
+                metadata=meta, value_serde=vs.name)
 
         def forward(endpoint: str) -> pb.WindowFetchReply:
             return forward_fetch(self.pool, endpoint, request, hop_timeout(time_remaining()))
 
-        task = None
-        if not request.forwarded:
-            streams.query_metadata_for_key(store, key)
-            task = TaskId(*streams.store_partition(store, key))
         router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, task, options, answer_local, forward, forwarded=request.forwarded,
-                            local_state=streams.state.name)
-
-    def _fetch_local(self, request: pb.WindowFetchRequest | pb.SessionFetchRequest, key: Any,
-                     options: QueryOptions) -> pb.WindowFetchReply:
-        streams = self.streams
-        store = request.store
-        _, partition = streams.store_partition(store, key)
-
-        def read(local: Any) -> list[tuple[int, int, Any]]:  # before the position is taken
-            if isinstance(request, pb.WindowFetchRequest):
-                size = local.window_size_ms
-                return [(s, s + size, v) for s, v in local.fetch(key, request.time_from, request.time_to)]
-            return [(w.window.start, w.window.end, v) for w, v in local.fetch(key)]
-
-        try:
-            windows, role, position, end, catching_up = streams.local_replica(store, partition, read)
-        except InvalidStateStoreException as e:
-            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
-        replica = LocalReplica(Role(role), partition, position, end, catching_up)
-        check_local_read(store, replica, options)
-        spec = streams.topology.stores[store]
-        vs = spec.value_serde.serialize
-        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state.name)
-        return pb.WindowFetchReply(
-            windows=[pb.WindowEntry(start=s, end=e, value=vs(v) or b"", value_json=value_to_json(v))
-                     for s, e, v in windows],
-            metadata=meta, value_serde=spec.value_serde.name)
+        return router.route(store, None if request.forwarded else TaskId(sub, partition), options, answer_local,
+                            forward, forwarded=request.forwarded, local_state=streams.state.name)
 
     def Metrics(self, request: pb.MetricsRequest, context: grpc.ServicerContext) -> pb.MetricsReply:
         streams = self.streams
