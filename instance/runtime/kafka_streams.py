@@ -455,20 +455,24 @@ class KafkaStreams:
         a query the store cannot answer."""
         return execute(self, request)
 
-    def parse_key(self, store: str, text: str) -> Any:
+    def query_key(self, store: str, text: str = "", raw: bytes = b"") -> tuple[Any, bytes]:
+        """A query's key of ``store`` and its serialized bytes, each computed once: from ``raw``
+        bytes (checked against the store's key serde), else parsed from ``text``. ValueError for
+        what is not a key of that serde."""
         serde = self.store_spec(store).key_serde
+        if raw:
+            try:
+                return serde.deserialize(raw), raw
+            except Exception as e:
+                raise ValueError(f"raw key {echo(raw)} is not a {serde.name} key: {e}") from None
         try:
-            return serde.parse(text)
+            key = serde.parse(text)
         except Exception as e:
             raise ValueError(f"key {echo(text)} is not a valid {serde.name} key: {clip(str(e), 200)}") from e
-
-    def key_from_bytes(self, store: str, raw: bytes) -> Any:
-        """The key of ``store`` that ``raw`` is the serialized form of (ValueError: none)."""
-        serde = self.store_spec(store).key_serde
-        try:
-            return serde.deserialize(raw)
-        except Exception as e:
-            raise ValueError(f"raw key {echo(raw)} is not a {serde.name} key: {e}") from None
+        kb = serde.serialize(key)
+        if kb is None:
+            raise ValueError("key must not be None")
+        return key, kb
 
 
 __all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse"]

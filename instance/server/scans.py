@@ -58,7 +58,7 @@ class ScanService:
         a status code rather than a stream cut short. Raises as :func:`instance.server.status.to_status`
         maps: ValueError (bad request), UnknownStateStoreException, UnavailableError."""
         streams = self.streams
-        parsed = parse_request(request, lambda text: self._key_bytes(request.store, text))
+        parsed = parse_request(request, lambda text: streams.query_key(request.store, text)[1])
         query = parsed.query
         store = query.store
         is_global = streams.is_global_store(store)
@@ -67,7 +67,7 @@ class ScanService:
         sub, n = (-1, 1) if is_global else streams.store_tasks(store)
         if query.kind is ScanKind.MULTI_GET:
             for kb in query.keys:
-                streams.key_from_bytes(store, kb)  # a raw key must be a key of the store's serde
+                streams.query_key(store, raw=kb)  # a raw key must be a key of the store's serde
         partitions = self._partitions(parsed, n)
         limit = page_limit(parsed.scan.limit)
         after = resume_after(parsed.scan.page_token, query)
@@ -100,13 +100,6 @@ class ScanService:
         return list(replies(header, merged, token))
 
     # -- parts ---------------------------------------------------------------------------------
-    def _key_bytes(self, store: str, text: str) -> bytes:
-        key = self.streams.parse_key(store, text)
-        kb = self.streams.store_spec(store).key_serde.serialize(key)
-        if kb is None:
-            raise ValueError("key must not be null")
-        return kb
-
     def _partitions(self, parsed: ParsedScan, n: int) -> list[int]:
         """The partitions this request covers: those named (a forwarded scan must name them), else
         all of the store's; a MULTI_GET only those holding one of its keys."""

@@ -117,18 +117,6 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             stream.close()  # the call has ended already
         return _guarded(context, stream.replies())
 
-    def _key(self, store: str, raw: bytes, text: str) -> tuple[Any, bytes]:
-        """A request's key and its serialized bytes, each computed once: from ``raw`` bytes (checked
-        against the store's serde), else parsed from ``text``."""
-        streams = self.streams
-        if raw:
-            return streams.key_from_bytes(store, raw), raw
-        key = streams.parse_key(store, text)
-        kb = streams.store_spec(store).key_serde.serialize(key)
-        if kb is None:
-            raise ValueError("key must not be None")
-        return key, kb
-
     def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
              slot: QuerySlot) -> pb.GetReply:
         streams = self.streams
@@ -137,6 +125,13 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             raise ValueError("store must be given")
         check_query_key(request.raw_key or request.key)
         forwarded = request.forwarded
+        task: TaskId | None = None
+        if streams.is_global_store(store):  # every instance holds it whole: answered here, never forwarded
+            key, _ = streams.query_key(store, request.key, request.raw_key)
+        else:
+            key, task = self._place(store, request.key, request.raw_key)
+        partition = 0 if task is None else task.partition
+        options = _options_of(request)
 
         def answer_local() -> pb.GetReply:
             value, meta = ask_local(streams, store, KeyQuery(key), partition, options)
@@ -146,15 +141,8 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                 slot.gets_local += 1
             return self._get_reply(store, value, meta)
 
-        if streams.is_global_store(store):  # every instance holds it whole: answered here, never forwarded
-            key, _ = self._key(store, request.raw_key, request.key)
-            partition, options = 0, _options_of(request)
+        if task is None:
             return answer_local()
-        # the key is parsed, serialized and partitioned once per Get (the hot path)
-        sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
-        key, key_bytes = self._key(store, request.raw_key, request.key)
-        partition = default_partition(key_bytes, partitions)
-        options = _options_of(request)
 
         def forward(endpoint: str) -> pb.GetReply:
             reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
@@ -162,8 +150,14 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             return reply
 
         router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, None if forwarded else TaskId(sub, partition), options, answer_local, forward,
+        return router.route(store, None if forwarded else task, options, answer_local, forward,
                             forwarded=forwarded, local_state=streams.state.name)
+
+    def _place(self, store: str, text: str, raw: bytes) -> tuple[Any, TaskId]:
+        """A request's key and the task holding it: parsed, serialized and hashed once (the hot path)."""
+        sub, partitions = self.streams.store_tasks(store)  # raises for an unknown store / not started
+        key, key_bytes = self.streams.query_key(store, text, raw)
+        return key, TaskId(sub, default_partition(key_bytes, partitions))
 
     def _get_reply(self, store: str, value: Any, meta: pb.ReadMetadata) -> pb.GetReply:
         value_serde = self.streams.store_spec(store).value_serde
@@ -195,9 +189,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         query: WindowKeyQuery | WindowRangeQuery
         window = isinstance(request, pb.WindowFetchRequest)
         check_store_kind(store, streams.store_spec(store), "window" if window else "session")
-        sub, partitions = streams.store_tasks(store)  # raises when not started
-        key, key_bytes = self._key(store, request.raw_key, request.key)
-        partition = default_partition(key_bytes, partitions)
+        key, task = self._place(store, request.key, request.raw_key)
         if isinstance(request, pb.WindowFetchRequest):
             query = WindowKeyQuery(key, request.time_from, request.time_to)
         else:
@@ -205,7 +197,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
 
         def answer_local() -> pb.WindowFetchReply:
-            windows, meta = ask_local(streams, store, query, partition, options)
+            windows, meta = ask_local(streams, store, query, task.partition, options)
             vs = streams.topology.stores[store].value_serde
             return pb.WindowFetchReply(
                 windows=[pb.WindowEntry(start=s, end=e, value=vs.serialize(v) or b"", value_json=value_to_json(v))
@@ -216,8 +208,8 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             return forward_fetch(self.pool, endpoint, request, hop_timeout(time_remaining()))
 
         router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, None if request.forwarded else TaskId(sub, partition), options, answer_local,
-                            forward, forwarded=request.forwarded, local_state=streams.state.name)
+        return router.route(store, None if request.forwarded else task, options, answer_local, forward,
+                            forwarded=request.forwarded, local_state=streams.state.name)
 
     def Metrics(self, request: pb.MetricsRequest, context: grpc.ServicerContext) -> pb.MetricsReply:
         streams = self.streams
