@@ -10,7 +10,7 @@ from instance.errors import InvalidStateStoreException, StreamsNotStartedExcepti
 from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.internal_topics import TopicLayout
 from instance.runtime.query.replicas import hosted_partitions, read_global, read_partition
-from instance.runtime.query.request import KeyedQuery, StateQueryRequest, check_store_kind
+from instance.runtime.query.request import KEYED_QUERIES, StateQueryRequest, check_store_kind
 from instance.runtime.query.result import FailureReason, QueryResult, StateQueryResult
 from instance.runtime.states import State
 from instance.runtime.task_manager import TaskManager
@@ -50,7 +50,7 @@ def execute(host: QueryHost, request: StateQueryRequest[R]) -> StateQueryResult[
     partitions = request.partitions
     if partitions is None:
         _, n = host.store_tasks(store)  # raises when not started
-        if isinstance(query, KeyedQuery):
+        if isinstance(query, KEYED_QUERIES):
             partitions = (key_partition(host, store, query.key, n),)
         else:
             partitions = tuple(hosted_partitions(host.task_managers(), store))

@@ -7,10 +7,9 @@ are). The request names the store, the partitions, and the bounds a replica must
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from instance.runtime.query.scan_page import read_page
 from instance.state.spec import StoreSpec
@@ -40,59 +39,67 @@ def check_store_kind(name: str, spec: StoreSpec, kind: str | None) -> None:
         raise ValueError(f"store {name!r} is a {spec.kind} store, not a {kind} store")
 
 
-@dataclass(frozen=True, slots=True)
-class KeyedQuery:
-    """A query of one key: without named partitions it goes to the key's partition only."""
-
-    key: Any
-
-
-@dataclass(frozen=True, slots=True)
-class KeyQuery(KeyedQuery):
+class KeyQuery(NamedTuple):
     """The value of ``key`` (None: absent). Kafka Streams' ``KeyQuery``."""
 
-    store_kind = None
+    key: Any
 
     @staticmethod
     def with_key(key: Any) -> KeyQuery:
         return KeyQuery(key)
 
+    @property
+    def store_kind(self) -> str | None:
+        return None
+
     def run(self, store: Any, partition: int) -> Any:
         return store.query_get(self.key)
 
 
-@dataclass(frozen=True, slots=True)
-class WindowKeyQuery(KeyedQuery):
+class WindowKeyQuery(NamedTuple):
     """The windows of ``key`` that start in [time_from, time_to] (a window store). Kafka Streams'
     ``WindowKeyQuery.withKeyAndWindowStartRange``."""
 
+    key: Any
     time_from: int
     time_to: int | None = None
-    store_kind = "window"
+
+    @property
+    def store_kind(self) -> str | None:
+        return "window"
 
     def run(self, store: Any, partition: int) -> list[Window]:
         size = store.window_size_ms
         return [(s, s + size, v) for s, v in store.fetch(self.key, self.time_from, self.time_to)]
 
 
-@dataclass(frozen=True, slots=True)
-class WindowRangeQuery(KeyedQuery):
+class WindowRangeQuery(NamedTuple):
     """The sessions of ``key`` (a session store). Kafka Streams' ``WindowRangeQuery.withKey``,
     which its session stores answer."""
 
-    store_kind = "session"
+    key: Any
+
+    @property
+    def store_kind(self) -> str | None:
+        return "session"
 
     def run(self, store: Any, partition: int) -> list[Window]:
         return [(w.window.start, w.window.end, v) for w, v in store.fetch(self.key)]
 
 
-@dataclass(frozen=True, slots=True)
-class RangeQuery:
+#: queries of one key: without named partitions they go to the key's partition only
+KEYED_QUERIES = (KeyQuery, WindowKeyQuery, WindowRangeQuery)
+
+
+class RangeQuery(NamedTuple):
     """Entries with keys in [lower, upper] (None: open), in key-byte order. Kafka Streams' ``RangeQuery``."""
 
     lower: Any = None
     upper: Any = None
-    store_kind = None
+
+    @property
+    def store_kind(self) -> str | None:
+        return None
 
     def run(self, store: Any, partition: int) -> list[tuple[Any, Any]]:
         return list(store.range(self.lower, self.upper))
@@ -118,7 +125,10 @@ class RangePageQuery(Generic[E]):
     key_serde: Any
     entry: Callable[[bytes, Any, Any, int], E]
     partition_of: Callable[[bytes], int]
-    store_kind = None
+
+    @property
+    def store_kind(self) -> str | None:
+        return None
 
     def run(self, store: Any, partition: int) -> Page[E]:
         entries, more = read_page(store, self.key_serde, self.scan, self.after, partition, self.limit,
@@ -149,14 +159,14 @@ class PositionBound:
 UNBOUNDED = PositionBound()
 
 
-@dataclass(frozen=True)
-class StateQueryRequest(Generic[R]):
+class StateQueryRequest(NamedTuple, Generic[R]):
     """Kafka Streams' ``StateQueryRequest``: ``query`` against ``store``'s local replicas.
 
     ``partitions``: those to ask; None: a key query's own partition (its key serialized and
     hashed once), any other query every partition held here. ``allow_stale``: standbys and
     restoring replicas may answer (Kafka Streams' ``requireActive()``, inverted: strict is the
     default here, as on the wire). ``max_lag``: no replica further behind its changelog's end.
+    A named tuple, not a dataclass: one is built per Get, three times faster.
     """
 
     store: str
@@ -171,16 +181,16 @@ class StateQueryRequest(Generic[R]):
         return _InStore(store)
 
     def with_partitions(self, partitions: Collection[int]) -> StateQueryRequest[R]:
-        return dataclasses.replace(self, partitions=tuple(sorted(partitions)))
+        return self._replace(partitions=tuple(sorted(partitions)))
 
     def with_all_partitions(self) -> StateQueryRequest[R]:
-        return dataclasses.replace(self, partitions=None)
+        return self._replace(partitions=None)
 
     def with_position_bound(self, bound: PositionBound) -> StateQueryRequest[R]:
-        return dataclasses.replace(self, position_bound=bound)
+        return self._replace(position_bound=bound)
 
     def with_stale_reads(self, max_lag: int | None = None) -> StateQueryRequest[R]:
-        return dataclasses.replace(self, allow_stale=True, max_lag=max_lag)
+        return self._replace(allow_stale=True, max_lag=max_lag)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from router.local_read import LocalReplica
 
@@ -30,10 +29,10 @@ class FailureReason(enum.Enum):
     STORE_EXCEPTION = "STORE_EXCEPTION"
 
 
-@dataclass(frozen=True)
-class QueryResult(Generic[R]):
+class QueryResult(NamedTuple, Generic[R]):
     """One partition's outcome: ``result`` on success, else ``failure`` and ``message``.
-    ``replica`` is the local replica that answered or refused (None when there is none)."""
+    ``replica`` is the local replica that answered or refused (None when there is none). A
+    named tuple, as the request: one per Get."""
 
     partition: int
     result: R | None = None
@@ -51,8 +50,7 @@ class QueryResult(Generic[R]):
         return -1 if self.replica is None else self.replica.position
 
 
-@dataclass(frozen=True)
-class StateQueryResult(Generic[R]):
+class StateQueryResult(NamedTuple, Generic[R]):
     """Kafka Streams' ``StateQueryResult``: a result per partition asked (a global store: one,
     partition 0)."""
 
