@@ -17,7 +17,6 @@ from instance.runtime.task_manager import TaskManager
 from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
 from router.local_read import LocalReplica, Role
-from router.partitioner import default_partition
 
 R = TypeVar("R")
 
@@ -38,6 +37,8 @@ class QueryHost(Protocol):
 
     def store_spec(self, store: str) -> StoreSpec: ...
 
+    def store_partition(self, store: str, key: Any) -> tuple[int, int]: ...
+
 
 def execute(host: QueryHost, request: StateQueryRequest[R]) -> StateQueryResult[R]:
     """The result per partition of ``request``. Raises for the request as a whole: unknown store
@@ -49,22 +50,14 @@ def execute(host: QueryHost, request: StateQueryRequest[R]) -> StateQueryResult[
         return StateQueryResult({0: _global_result(host, request)})
     partitions = request.partitions
     if partitions is None:
-        _, n = host.store_tasks(store)  # raises when not started
         if isinstance(query, KEYED_QUERIES):
-            partitions = (key_partition(host, store, query.key, n),)
+            partitions = (host.store_partition(store, query.key)[1],)  # serialized and hashed once
         else:
+            host.store_tasks(store)  # raises when not started
             partitions = tuple(hosted_partitions(host.task_managers(), store))
     elif host.layout is None:
         raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
     return StateQueryResult({p: partition_result(host, request, p) for p in partitions})
-
-
-def key_partition(host: QueryHost, store: str, key: Any, partitions: int) -> int:
-    """The partition of ``store`` holding ``key``: its serialized bytes hashed as producers do."""
-    kb = host.store_spec(store).key_serde.serialize(key)
-    if kb is None:
-        raise ValueError("key must not be None")
-    return default_partition(kb, partitions)
 
 
 def partition_result(host: QueryHost, request: StateQueryRequest[R], partition: int) -> QueryResult[R]:
