@@ -12,8 +12,6 @@ COPY instance ./instance
 COPY router ./router
 COPY analytics ./analytics
 COPY examples ./examples
-COPY loadtest ./loadtest
-COPY devtools ./devtools
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE} AS runtime

@@ -86,6 +86,10 @@ class StreamsConfig:
     #: producers (instance/runtime/membership.py): ``auto`` (on for the dev broker, off for Apache
     #: Kafka, runtime/broker_kind.py), ``true`` or ``false``
     membership_assist: str = field(default="auto", metadata={"name": "iqmesh.membership.assist"})
+    #: whether a static member removes itself from the group when it closes
+    #: (instance/runtime/departure.py): ``auto`` (when its StatefulSet no longer counts its pod),
+    #: ``true`` or ``false``; a dynamic member always leaves
+    leave_group_on_close: str = field(default="auto", metadata={"name": "iqmesh.leave.group.on.close"})
     #: the stream threads' group protocol: ``classic`` or ``consumer`` (KIP-848; runtime/rebalance_protocol.py)
     group_protocol: str = field(default="classic", metadata={"name": "group.protocol"})
     #: transport security of the query server, the forwarding hop and the gateway (router/security.py)
@@ -122,6 +126,9 @@ class StreamsConfig:
             problems.append("max.task.idle.ms must be -1 (never wait), 0 or a positive number of ms")
         if self.membership_assist not in ("auto", "true", "false"):
             problems.append(f"iqmesh.membership.assist must be auto, true or false, got {self.membership_assist!r}")
+        if self.leave_group_on_close not in ("auto", "true", "false"):
+            problems.append("iqmesh.leave.group.on.close must be auto, true or false, "
+                            f"got {self.leave_group_on_close!r}")
         problems.extend(rebalance_protocol.problems(self.group_protocol, self.extra))
         if self.metrics_recording_level.upper() not in ("INFO", "DEBUG", "TRACE"):
             problems.append("metrics.recording.level must be INFO, DEBUG or TRACE, "
@@ -235,7 +242,7 @@ def _handler_problems(config: StreamsConfig) -> list[str]:
 
 
 def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:
-    if f.name == "membership_assist":  # auto, or a boolean in any of its spellings
+    if f.name in ("membership_assist", "leave_group_on_close"):  # auto, or a boolean in any of its spellings
         text = str(raw).strip().lower()
         return text if text == "auto" else str(_bool(raw)).lower()
     if f.name == "group_protocol":
@@ -249,17 +256,3 @@ def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:
 
 _FIELDS_BY_NAME = {f.metadata["name"]: f for f in dataclasses.fields(StreamsConfig) if f.metadata["name"]}
 _NAMES_BY_FIELD = {f.name: f.metadata["name"] for f in dataclasses.fields(StreamsConfig)}
-
-
-def load_properties_file(path: str | Path) -> dict[str, str]:
-    """Read a Java-style ``.properties`` file (``name=value``, ``#`` comments)."""
-    out: dict[str, str] = {}
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith(("#", "!")):
-            continue
-        sep = min((i for i in (s.find("="), s.find(":")) if i > 0), default=-1)
-        if sep < 0:
-            raise ConfigException(f"{path}:{lineno}: expected name=value, got {line!r}")
-        out[s[:sep].strip()] = s[sep + 1:].strip()
-    return out

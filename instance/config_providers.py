@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from instance.errors import ConfigException
+from instance.properties_file import load_properties_file
 
 PROVIDERS = "config.providers"
 _VARIABLE = re.compile(r"\$\{([^}:]*?):(?:([^}]*?):)?([^}]*?)\}")
@@ -35,8 +36,6 @@ _CLASSES = {
 
 
 def _file(path: str, key: str) -> str:
-    from instance.config import load_properties_file
-
     values = load_properties_file(path)
     if key not in values:
         raise KeyError(f"no key {key!r} in {path}")

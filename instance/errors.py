@@ -47,7 +47,15 @@ class StreamsNotStartedException(InvalidStateStoreException):
 
 
 class TaskMigratedException(StreamsException):
-    """The task was revoked from this instance while it was being worked on."""
+    """The group moved on while the tasks were being worked on: a commit refused for a rebalance,
+    the producer fenced or lost, a transaction aborted. The stream thread handles it in one place.
+    ``start_over``: what the tasks did since the last commit is gone with the producer (or the
+    transaction), so every task is closed dirty and the thread rejoins; otherwise only the offsets
+    were refused (at-least-once) and the rebalance under way moves the tasks."""
+
+    def __init__(self, message: str, *, start_over: bool) -> None:
+        super().__init__(message)
+        self.start_over = start_over
 
 
 class ProductionException(StreamsException):

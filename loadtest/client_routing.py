@@ -20,8 +20,8 @@ from pathlib import Path
 
 import grpc
 
-from devtools import broker as devbroker
-from devtools.cluster import LocalCluster, ensure_topic, produce
+from instance.local import broker as devbroker
+from instance.local.cluster import LocalCluster, ensure_topic, produce
 from router.client import QueryClient
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc

@@ -39,8 +39,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from devtools import broker as devbroker
-from devtools.cluster import ensure_topic
+from instance.local import broker as devbroker
+from instance.local.cluster import ensure_topic
 from instance.serde import BytesSerde, LongSerde
 from instance.serde.windowed import WindowedSerdes
 from loadtest.workloads import WINDOW_MS

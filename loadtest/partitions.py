@@ -54,8 +54,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from devtools import broker as devbroker
-from devtools import cluster
+from instance.local import broker as devbroker
+from instance.local import cluster
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -41,9 +41,9 @@ from pathlib import Path
 
 import grpc
 
-from devtools import broker as devbroker
-from devtools.cluster import LocalCluster, ensure_topic
-from devtools.gateway import GatewayProcess
+from instance.local import broker as devbroker
+from instance.local.cluster import LocalCluster, ensure_topic
+from instance.local.gateway import GatewayProcess
 from loadtest.bare_get import bench_key
 from router.client import QueryClient
 from router.rpc import iqmesh_pb2 as pb

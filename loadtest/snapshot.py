@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     broker_dir = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        from devtools.broker import start_broker
+        from instance.local.broker import start_broker
 
         broker_dir = work / "broker"
         bootstrap = start_broker(broker_dir).bootstrap
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         _report(args, n, loop, start_s, read_only, full)
     finally:
         if broker_dir is not None:
-            from devtools.broker import stop_broker
+            from instance.local.broker import stop_broker
 
             stop_broker(broker_dir)
     return 0

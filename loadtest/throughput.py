@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from devtools import engines
+from instance.local import engines
 
 REPO = Path(__file__).resolve().parent.parent
 PEERS = ("quix", "kstreams")
@@ -95,8 +95,8 @@ def ensure_events(bootstrap: str, topic: str, n: int, peer_dir: Path) -> None:
 
 def ensure_lines(bootstrap: str, topic: str, lines: int) -> int:
     """The word count's input (null keys, 4 partitions); returns its number of words."""
-    from devtools.cluster import sample_lines
     from examples.wordcount import split_words
+    from instance.local.cluster import sample_lines
     from loadtest.partitions import produce_input
 
     text = sample_lines(lines)
@@ -124,7 +124,7 @@ def _measured(bootstrap: str, cmd: list[str], what: str) -> dict[str, object]:
 def run_variant(bootstrap: str, v: Variant, topic: str, n: int, target: int, rep: int,
                 kstreams: bool) -> list[dict[str, object]]:
     """One rep of one variant: Kafka Streams (when asked) then iqmesh, on the same input."""
-    from devtools.cluster import ensure_topic
+    from instance.local.cluster import ensure_topic
     from loadtest.peers import kstreams as ks
 
     rows = []

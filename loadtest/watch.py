@@ -27,8 +27,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from devtools import broker as devbroker
-from devtools.cluster import LocalCluster, ensure_topic
+from instance.local import broker as devbroker
+from instance.local.cluster import LocalCluster, ensure_topic
 from router.client import QueryClient
 from router.partitioner import default_partition
 from router.watch_client import Change

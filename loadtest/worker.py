@@ -53,7 +53,7 @@ def main() -> int:
     # a global table is bootstrapped before processing starts, by the global thread: not counted
     target = args.target or args.n + (args.table_rows if args.mode == "join" else 0)
     # the output topic is created up front, with 4 partitions like the peer's
-    from devtools.cluster import ensure_topic
+    from instance.local.cluster import ensure_topic
     ensure_topic(args.bootstrap, out, 4)
     streams = KafkaStreams(topology, {
         "application.id": app_id, "bootstrap.servers": args.bootstrap, "state.dir": state_dir,

@@ -29,6 +29,16 @@ SETTINGS = (TLS_CERT_FILE, TLS_KEY_FILE, TLS_CA_FILE, AUTH_TOKEN)
 #: calls that need no token: health checks (a kubelet's gRPC probe cannot send one)
 OPEN_METHODS_PREFIX = "/grpc.health.v1.Health/"
 AUTHORIZATION = "authorization"
+#: How a channel finds a peer that came back at a new address (a pod replaced by its StatefulSet).
+#: gRPC's defaults re-resolve a name at most every 30 s, give a connect 20 s and back off up to
+#: 120 s between attempts: a replaced pod stayed unreachable to its peers and clients for tens of
+#: seconds after it was Ready, and queries that its standby could not answer either timed out.
+CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.dns_min_time_between_resolutions_ms", 1000),
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 3000),  # also the shortest connect timeout
+    ("grpc.max_reconnect_backoff_ms", 3000),
+)
 #: metadata a channel adds to each call, asked at the call (e.g. the application once learned)
 ExtraMetadata = Callable[[], Sequence[tuple[str, str]]]
 
@@ -101,8 +111,8 @@ class Security:
     def channel(self, endpoint: str, extra: ExtraMetadata | None = None) -> grpc.Channel:
         """A channel to ``endpoint`` that dials with TLS as configured and sends the token (and
         what ``extra()`` returns at each call)."""
-        ch = (grpc.secure_channel(endpoint, self.channel_credentials()) if self.dial_tls
-              else grpc.insecure_channel(endpoint))
+        ch = (grpc.secure_channel(endpoint, self.channel_credentials(), options=CHANNEL_OPTIONS) if self.dial_tls
+              else grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS))
         if not self.token and extra is None:
             return ch
         return grpc.intercept_channel(ch, _SyncTokenInterceptor(self._metadata_of(extra)))
@@ -118,8 +128,9 @@ class Security:
         interceptors: Sequence[grpc.aio.ClientInterceptor] | None = (
             [_AioUnaryUnary(md), _AioUnaryStream(md)] if self.token or extra is not None else None)
         if self.dial_tls:
-            return grpc.aio.secure_channel(endpoint, self.channel_credentials(), interceptors=interceptors)
-        return grpc.aio.insecure_channel(endpoint, interceptors=interceptors)
+            return grpc.aio.secure_channel(endpoint, self.channel_credentials(), options=CHANNEL_OPTIONS,
+                                           interceptors=interceptors)
+        return grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS, interceptors=interceptors)
 
     # -- HTTP ------------------------------------------------------------------------------------
     def server_ssl_context(self) -> ssl.SSLContext | None:

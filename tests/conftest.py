@@ -15,8 +15,9 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from devtools import engines
-from devtools.broker import wait_for_broker
+from devtools.suite_broker import suite_engine
+from instance.local import engines
+from instance.local.broker import wait_for_broker
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +29,7 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield external
         return
     data_dir = tmp_path_factory.mktemp("broker")
-    handle = engines.start(engines.test_engine(), data_dir)
+    handle = engines.start(suite_engine(), data_dir)
     try:
         yield handle.bootstrap
     finally:

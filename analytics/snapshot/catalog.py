@@ -1,26 +1,21 @@
 """The application as it publishes itself: its stores (changelog topic, serdes, partitions) and its
-instances, read once from ``<application.id>-iqmesh-instances`` like the instances read it
-themselves. Nothing here needs flags beyond the bootstrap servers and the application id."""
+instances, read once from ``<application.id>-iqmesh-instances`` with the follower the instances
+and the gateway use (router/instances_follower.py). Nothing here needs flags beyond the bootstrap
+servers and the application id."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from analytics.snapshot.options import SnapshotError
 from instance.kafka_clients import ClientKind, client_config
+from router.instances_follower import InstancesFollower, instances_topic
 from router.metadata import ClusterView, InstanceInfo, StoreInfo
-
-
-def instances_topic(application_id: str) -> str:
-    """The same name as ``instance.runtime.metadata_service.metadata_topic`` (not imported: that
-    pulls in the whole runtime)."""
-    return f"{application_id}-iqmesh-instances"
 
 
 @dataclass(frozen=True)
@@ -81,7 +76,7 @@ def read_catalog(bootstrap: str, application_id: str, extra: dict[str, str] | No
     if topic not in topic_partitions(bootstrap, [topic], extra, timeout):
         raise SnapshotError(f"no application {application_id!r} at {bootstrap}: its metadata topic {topic!r} "
                             f"does not exist (has an instance of it ever started?)")
-    infos = _read_compacted(bootstrap, topic, extra, timeout)
+    infos = _read_latest(bootstrap, application_id, extra, timeout)
     instances: dict[str, InstanceInfo] = {}
     for iid, raw in infos.items():
         try:
@@ -101,39 +96,27 @@ def read_catalog(bootstrap: str, application_id: str, extra: dict[str, str] | No
     return Catalog(application_id, stores, instances)
 
 
-def _read_compacted(bootstrap: str, topic: str, extra: dict[str, str], timeout: float) -> dict[str, bytes]:
-    """Latest value per key of a one-partition topic, read to the end offset seen at the start."""
-    c = Consumer(kafka_config(bootstrap, extra, {
+def _read_latest(bootstrap: str, application_id: str, extra: dict[str, str], timeout: float) -> dict[str, bytes]:
+    """Latest value per instance id, read to the end offset seen at the start (removed ones left out)."""
+    latest: dict[str, bytes] = {}
+
+    def keep(instance_id: str, value: bytes | None) -> None:
+        if value is None:
+            latest.pop(instance_id, None)
+        else:
+            latest[instance_id] = value
+
+    follower = InstancesFollower(kafka_config(bootstrap, extra, {
         "group.id": f"iqmesh-snapshot-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-        "enable.partition.eof": True, "auto.offset.reset": "earliest"}))
+        "enable.partition.eof": True, "auto.offset.reset": "earliest"}), application_id, keep)
+    topic = follower.topic
     try:
-        tp = TopicPartition(topic, 0)
-        low, high = c.get_watermark_offsets(tp, timeout=timeout)
-        out: dict[str, bytes] = {}
-        if high <= low:
-            return out
-        c.assign([TopicPartition(topic, 0, low)])
-        deadline = time.monotonic() + timeout
-        position = low
-        while position < high:
-            if time.monotonic() > deadline:
-                raise SnapshotError(f"reading {topic} did not reach offset {high} within {timeout}s (at {position})")
-            for m in c.consume(num_messages=1000, timeout=0.1):
-                offset, err = m.offset(), m.error()
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        raise SnapshotError(f"reading {topic} failed: {err.str()}")
-                    position = max(position, offset or 0)  # the end, past any transaction markers
-                    continue
-                assert offset is not None  # set on every message without error
-                position = offset + 1
-                key, value = m.key(), m.value()
-                if key is None:
-                    continue
-                if value is None:
-                    out.pop(key.decode(), None)
-                else:
-                    out[key.decode()] = value
-        return out
+        follower.read_to_end(timeout)
+    except TimeoutError as e:
+        raise SnapshotError(f"reading {topic} {e}") from None
+    except KafkaException as e:
+        detail = e.args[0].str() if e.args and isinstance(e.args[0], KafkaError) else str(e)
+        raise SnapshotError(f"reading {topic} failed: {detail}") from None
     finally:
-        c.close()
+        follower.close()
+    return latest

@@ -7,7 +7,12 @@ sees no records), plus decoded columns where the serde has a Spark type: ``key_s
 (Spark 4's VARIANT, queryable as ``value_variant:field``). A custom serde leaves only the bytes.
 
 The executors decode while they build Arrow batches (one pass, in the Python worker that already
-holds the bytes) and hand the batches to Spark with ``mapInArrow``: no per-row pickling.
+holds the bytes) and hand the batches to Spark with ``mapInArrow``: no per-row pickling. A whole
+column is decoded at once where Arrow or numpy can (a UTF-8 check, big-endian ints): that is what
+makes the job fast, so it is kept beside the project's serdes rather than replaced by them. It
+reads the serdes' own definitions (names and aliases: ``serde_by_name``; byte formats:
+``IntSerde.wire`` / ``LongSerde.wire``), and a column it cannot take whole falls back to the
+serdes' ``deserialize``, value by value.
 """
 
 from __future__ import annotations
@@ -20,51 +25,51 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from instance.serde.serdes import IntSerde, JsonSerde, LongSerde, Serde, StringSerde, serde_by_name
+
 BATCH_ROWS = 65_536
-_ALIASES = {"str": "string", "integer": "int"}
-_I32 = struct.Struct(">i").unpack
-_I64 = struct.Struct(">q").unpack
 
 
-def _utf8(b: bytes) -> str | None:
-    try:
-        return b.decode()
-    except UnicodeDecodeError:
-        return None
+def _lenient(serde: Serde) -> Callable[[bytes], Any]:
+    """``serde.deserialize``, with None for bytes it refuses (not UTF-8, a wrong length)."""
+    deserialize = serde.deserialize
 
-
-def _int(b: bytes) -> int | None:
-    return _I32(b)[0] if len(b) == 4 else None
-
-
-def _long(b: bytes) -> int | None:
-    return _I64(b)[0] if len(b) == 8 else None
+    def decode(b: bytes) -> Any:
+        try:
+            return deserialize(b)
+        except ValueError:  # UnicodeDecodeError is one
+            return None
+    return decode
 
 
 @dataclass(frozen=True)
 class Decoded:
-    """A decoded column: ``<side>_<suffix>``; bytes it cannot decode become null."""
+    """A decoded column: ``<side>_<suffix>``; bytes it cannot decode become null. ``wire``: the
+    fixed-width big-endian format of an integer serde, decoded whole with numpy."""
 
     suffix: str
     ddl: str
     arrow: pa.DataType
     decode: Callable[[bytes], Any]
+    wire: struct.Struct | None = None
 
 
 _DECODED = {
-    "string": Decoded("string", "STRING", pa.string(), _utf8),
-    "int": Decoded("int", "INT", pa.int32(), _int),
-    "long": Decoded("long", "BIGINT", pa.int64(), _long),
-    "json": Decoded("json", "STRING", pa.string(), _utf8),
+    StringSerde.name: Decoded("string", "STRING", pa.string(), _lenient(StringSerde())),
+    IntSerde.name: Decoded("int", "INT", pa.int32(), _lenient(IntSerde()), IntSerde.wire),
+    LongSerde.name: Decoded("long", "BIGINT", pa.int64(), _lenient(LongSerde()), LongSerde.wire),
+    # the JSON text as written (the driver parses it into VARIANT)
+    JsonSerde.name: Decoded("json", "STRING", pa.string(), _lenient(StringSerde())),
 }
 
 
 def decoded(serde: str) -> Decoded | None:
-    name = serde.lower()
-    return _DECODED.get(_ALIASES.get(name, name))
-
-
-_WIDTH = {"int": (4, ">i4", "<i4"), "long": (8, ">i8", "<i8")}
+    """The decoded column of a serde named as the store catalog names it (None: bytes only)."""
+    try:
+        name = serde_by_name(serde).name
+    except ValueError:  # a custom serde
+        return None
+    return _DECODED.get(name)
 
 
 def _decode_array(d: Decoded, raw: pa.Array, values: Sequence[bytes | None]) -> pa.Array:
@@ -76,15 +81,16 @@ def _decode_array(d: Decoded, raw: pa.Array, values: Sequence[bytes | None]) -> 
             return raw.cast(pa.string())
         except pa.ArrowInvalid:
             pass  # some value is not UTF-8: those become null below
-    elif d.suffix in _WIDTH:
-        width, big, little = _WIDTH[d.suffix]
-        if len(raw) == raw.null_count or pc.all(pc.equal(pc.binary_length(raw), width)).as_py():
+    elif d.wire is not None:
+        big = np.dtype(d.wire.format)  # ">i" -> big-endian int32, as the serde writes it
+        native = big.newbyteorder("=")
+        if len(raw) == raw.null_count or pc.all(pc.equal(pc.binary_length(raw), d.wire.size)).as_py():
             present = b"".join(x for x in values if x is not None)
-            decoded_ = np.frombuffer(present, dtype=big).astype(little)
+            decoded_ = np.frombuffer(present, dtype=big).astype(native)
             if raw.null_count == 0:
                 return pa.array(decoded_, d.arrow)
             mask = np.asarray(raw.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-            full = np.zeros(len(raw), dtype=little)
+            full = np.zeros(len(raw), dtype=native)
             full[~mask] = decoded_
             return pa.array(full, d.arrow, mask=mask)
     dec = d.decode

@@ -148,8 +148,8 @@ def parse_at(values: tuple[str, ...], application_id: str, read_text: Callable[[
         parts[partition] = max(offset, parts.get(partition, offset))
 
     for v in values:
-        if _is_position_token(v):
-            t = PositionToken.decode(v)
+        t = _position_token(v)
+        if t is not None:
             if t.offset < 0:
                 raise SnapshotError(f"position token {_shorten(v)} names no changelog position (store not logged)")
             put(t.store, t.partition, t.offset)
@@ -165,12 +165,12 @@ def parse_at(values: tuple[str, ...], application_id: str, read_text: Callable[[
     return AtOffsets(out, frozenset(cut_stores), frozenset(token_stores))
 
 
-def _is_position_token(v: str) -> bool:
+def _position_token(v: str) -> PositionToken | None:
+    """``v`` as a query reply's position token (router/tokens.py), or None when it is not one."""
     try:
-        PositionToken.decode(v)
-        return True
+        return PositionToken.decode(v)
     except ValueError:
-        return False
+        return None
 
 
 def _cut_of(v: str, read_text: Callable[[str], str]) -> tuple[str, Cut]:

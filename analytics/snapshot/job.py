@@ -312,7 +312,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         manifest = run_snapshot(options_from_args(args))
     except SnapshotError as e:
-        from instance.cli import report_error  # the error line of every iqmesh command
+        from instance.error_line import report_error  # the error line of every iqmesh command
 
         report_error("snapshot", "SNAPSHOT_ERROR", str(e))
         return 2

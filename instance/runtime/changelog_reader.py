@@ -13,9 +13,10 @@ A partition is registered in one of two modes:
   second. So a standby never reflects input that will be processed again.
 
 Restoring has priority: standby partitions stay paused while any partition restores. Caught up, the
-standby partitions pause for ``idle_s`` (the dev broker answers idle fetches in a tight loop) and,
-resumed, stay resumed for ``window_s`` so a fetch has time to come back. The stream thread calls
-:meth:`restore` and :meth:`update_standbys` between polls, so neither blocks the group heartbeat.
+standby partitions pause for ``idle_s`` (router/idle_fetch.py: the dev broker answers idle fetches
+in a tight loop) and, resumed, stay resumed for ``window_s`` so a fetch has time to come back. The
+stream thread calls :meth:`restore` and :meth:`update_standbys` between polls, so neither blocks
+the group heartbeat.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from instance.runtime.restore import StateRestoreListener
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task_timeout import retrying
 from instance.state.source_offsets import covered
+from router.idle_fetch import FOLLOWER_PAUSE_S, IdleFetch, PauseAssignment
 from router.task_id import TaskId
 
 TopicPart = tuple[str, int]
@@ -64,6 +66,11 @@ class _Changelog:
     restored: int = 0
 
 
+def _monotonic() -> float:
+    """The clock of the idle pause (looked up at each call: tests replace ``time``)."""
+    return time.monotonic()
+
+
 def _metrics(owner: ChangelogOwner) -> TaskMetrics | None:
     """The owner's task metrics (restore / update figures), if it has any (global stores do not)."""
     return getattr(owner, "metrics", None)
@@ -71,7 +78,7 @@ def _metrics(owner: ChangelogOwner) -> TaskMetrics | None:
 
 class StoreChangelogReader:
     def __init__(self, consumer_conf: dict[str, Any], listener: StateRestoreListener | None = None,
-                 committed: CommittedLookup | None = None, idle_s: float = 0.2, window_s: float = 0.1,
+                 committed: CommittedLookup | None = None, idle_s: float = FOLLOWER_PAUSE_S, window_s: float = 0.1,
                  consumer: Any = None, task_timeout_ms: int = 300_000) -> None:
         """``committed``: at-least-once, the group's committed offsets (standbys hold back what they
         do not cover); None under exactly-once. ``consumer``: for tests, instead of a new one.
@@ -83,8 +90,7 @@ class StoreChangelogReader:
         self._consumer = consumer if consumer is not None else Consumer(conf)
         self.listener = listener
         self._committed = committed
-        self._idle_s = idle_s
-        self._window_s = window_s
+        self._idle = IdleFetch(PauseAssignment(self._consumer, self._unheld), idle_s, window_s, clock=_monotonic)
         self._parts: dict[TopicPart, _Changelog] = {}
         self._restoring: set[TopicPart] = set()
         #: standby: committed offset per (input topic, partition), refreshed while records are held
@@ -92,8 +98,6 @@ class StoreChangelogReader:
         #: standby: changelog partition -> offset of the first record no commit covers yet (paused there)
         self._held: dict[TopicPart, int] = {}
         self._next_marks = 0.0
-        self._paused_until = 0.0
-        self._active_until = 0.0
         self._closed = False
 
     # -- registration ---------------------------------------------------------------------------------
@@ -169,8 +173,7 @@ class StoreChangelogReader:
         consumer = self._consumer
         consumer.assign([TopicPartition(t, p, c.position if c.position > 0 else OFFSET_BEGINNING)
                          for (t, p), c in self._parts.items()])
-        self._paused_until = 0.0
-        self._active_until = time.monotonic() + self._window_s
+        self._idle.reset()
         wait = bool(self._restoring)
         fetch = [TopicPartition(*tp) for tp, c in self._parts.items() if not (wait and c.standby)]
         paused = [TopicPartition(*tp) for tp, c in self._parts.items() if wait and c.standby]
@@ -266,14 +269,10 @@ class StoreChangelogReader:
         """Apply what the standby partitions have; nothing while a restore runs."""
         if self._restoring or not self._parts:
             return 0
+        if not self._idle.may_fetch():
+            return 0
         consumer = self._consumer
         now = time.monotonic()
-        if self._paused_until:
-            if now < self._paused_until:
-                return 0
-            self._resume()
-            self._paused_until = 0.0
-            self._active_until = now + self._window_s
         if self._held:
             self._release_held(now)
         n = self._apply(consumer.consume(num_messages=max_records, timeout=0))
@@ -281,9 +280,8 @@ class StoreChangelogReader:
             _, high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
             if high is not None and high >= 0:
                 part.end = int(high)
-        if n:
-            self._active_until = now + self._window_s
-        elif now >= self._active_until:
+        self._idle.fetched(n)
+        if not n and self._idle.quiet:
             # caught up; transaction markers leave gaps, so take the consumer's own position
             for tp_pos in consumer.position(consumer.assignment()):
                 tp = (tp_pos.topic, tp_pos.partition)
@@ -291,8 +289,7 @@ class StoreChangelogReader:
                 if c is not None and tp not in self._held and tp_pos.offset > c.position:
                     c.position = tp_pos.offset
                     c.owner.state.advance(tp, tp_pos.offset)
-            consumer.pause(consumer.assignment())
-            self._paused_until = now + self._idle_s
+            self._idle.pause()
         return n
 
     def _apply_standby(self, c: _Changelog, run: list[Any]) -> int:
@@ -338,13 +335,11 @@ class StoreChangelogReader:
             del self._held[tp]
             self._consumer.seek(TopicPartition(tp[0], tp[1], offset))
             self._consumer.resume([TopicPartition(*tp)])
-        self._paused_until = 0.0
-        self._active_until = now + self._window_s
+        self._idle.reset()
 
-    def _resume(self) -> None:
-        parts = [tp for tp in self._consumer.assignment() if (tp.topic, tp.partition) not in self._held]
-        if parts:
-            self._consumer.resume(parts)
+    def _unheld(self) -> list[TopicPartition]:
+        """Assigned partitions the idle pause may resume (held ones wait for a commit)."""
+        return [tp for tp in self._consumer.assignment() if (tp.topic, tp.partition) not in self._held]
 
     def close(self) -> None:
         """Close the consumer; owners unregistered afterwards are only forgotten."""

@@ -7,17 +7,18 @@ for a key is the partition the record was written to.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
-from instance.runtime.task_timeout import TaskTimeoutException, kafka_error
+from instance.runtime.task_timeout import TaskTimeoutException, is_transient, kafka_error
 from router.partitioner import LIBRDKAFKA_PARTITIONER
 
 Headers = list[tuple[str, str | bytes | None]]
@@ -43,6 +44,30 @@ class ProducerLostException(StreamsException):
 
 #: errors after which the producer cannot go on: never offered to the production handler
 _FATAL = AUTHORIZATION_ERRORS | PRODUCER_STATE_ERRORS
+
+
+class ProducerClient(Protocol):
+    """The producer calls the runtime makes (confluent-kafka's ``Producer``): the seam where a test
+    puts a producer of its own. ``conf`` carries the collector's ``on_delivery`` and ``error_cb``."""
+
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1,
+                *, timestamp: int = 0, headers: Headers | None = None) -> None: ...
+
+    def poll(self, timeout: float = -1) -> int: ...
+
+    def flush(self, timeout: float = -1) -> int: ...
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None: ...
+
+    def init_transactions(self, timeout: float = -1) -> None: ...
+
+    def begin_transaction(self) -> None: ...
+
+    def send_offsets_to_transaction(self, positions: list[Any], group_metadata: Any, timeout: float = -1) -> None: ...
+
+    def commit_transaction(self, timeout: float = -1) -> None: ...
+
+    def abort_transaction(self, timeout: float = -1) -> None: ...
 
 
 def producer_config(config: StreamsConfig, client_id: str, transactional_id: str | None = None) -> dict[str, Any]:
@@ -80,9 +105,10 @@ class RecordCollector:
     which returns to continue or raises to fail), except for changelog records and fatal
     errors, which always fail."""
 
-    def __init__(self, conf: dict[str, Any]) -> None:
-        producer = Producer({**conf, "delivery.report.only.error": True,
-                             "on_delivery": self._on_delivery, "error_cb": self.error_cb})
+    def __init__(self, conf: dict[str, Any],
+                 new_producer: Callable[[dict[str, Any]], ProducerClient] = Producer) -> None:
+        producer = new_producer({**conf, "delivery.report.only.error": True,
+                                 "on_delivery": self._on_delivery, "error_cb": self.error_cb})
         self.producer = producer
         self._produce = producer.produce
         self._poll = producer.poll
@@ -92,6 +118,8 @@ class RecordCollector:
         self.on_delivery_error: Callable[[KafkaError, Any], None] | None = None
         self.transaction_timeout_ms = int(conf.get("transaction.timeout.ms", 60_000))
         self.transactional_id: str | None = conf.get("transactional.id")
+        #: the producer must not write again (fenced, failed, or its transaction aborted)
+        self.discarded = False
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
              partition: int = -1, headers: Headers | None = None) -> None:
@@ -127,7 +155,10 @@ class RecordCollector:
         if err is None:
             return
         handler = self.on_delivery_error
-        if handler is not None and not err.fatal() and err.code() not in _FATAL \
+        # a record the broker could not take *for now* (its topic unknown for a moment after a
+        # restart, a leader away) is not the production handler's call: the tasks start over from
+        # the last commit (Kafka Streams' TaskCorrupted for a retriable send error)
+        if handler is not None and not err.fatal() and err.code() not in _FATAL and not is_transient(err) \
                 and not msg.topic().endswith("-changelog"):  # a lost changelog record corrupts state
             try:
                 handler(err, msg)
@@ -169,13 +200,22 @@ class RecordCollector:
     def check(self) -> None:
         if self._error is not None:
             err, self._error = self._error, None
-            lost = err.code() in PRODUCER_STATE_ERRORS or (err.fatal() and err.code() not in AUTHORIZATION_ERRORS)
+            lost = (err.code() in PRODUCER_STATE_ERRORS or is_transient(err)
+                    or (err.fatal() and err.code() not in AUTHORIZATION_ERRORS))
             raise (ProducerLostException if lost else StreamsException)(
                 f"a record could not be written to {self._where}: {err.name()}: {err.str()}") \
                 from KafkaException(err)
 
     def poll(self) -> None:
         self._poll(0)
+
+    def discard(self) -> None:
+        """Drop what the producer still holds: a changelog record delivered after the next
+        owner's would corrupt every restore from then on (runtime/membership.py says more)."""
+        self.discarded = True
+        with contextlib.suppress(KafkaException, SystemError):  # a producer that failed fatally raises
+            self.producer.purge()
+            self.producer.flush(0)
 
 
 def _refused(e: KafkaException, topic: str, partition: int) -> ProductionException:

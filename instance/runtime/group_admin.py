@@ -24,6 +24,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from instance.errors import StreamsException
+from instance.runtime.wire_auth import PLAINTEXT, BrokerAuth, WireAuthError, authenticate
 
 __all__ = ["GroupAdminError", "GroupDescription", "GroupMember", "describe_group", "describe_group_members",
            "error_name", "fence_transactional_id", "fence_transactions", "list_transactions", "remove_members"]
@@ -179,18 +180,29 @@ def decode_find_coordinator(body: bytes, version: int) -> tuple[int, int, str, i
     return error, r.i32(), r.string() or "", r.i32()
 
 
-def decode_leave_group(body: bytes, version: int) -> tuple[int, dict[str, int]]:
-    """(top-level error_code, {member_id: error_code}); the dict is empty below v3."""
+def decode_leave_group(body: bytes, version: int) -> tuple[int, list[tuple[str, str | None, int]]]:
+    """(top-level error_code, [(member_id, group_instance_id, error_code)] in the response's
+    order); the list is empty below v3."""
     r = Reader(body)
     if version >= 1:
         r.i32()  # throttle_time_ms
     error = r.i16()
-    members: dict[str, int] = {}
+    members: list[tuple[str, str | None, int]] = []
     if version >= 3:
         for _ in range(max(r.i32(), 0)):
-            member_id, _instance = r.string() or "", r.string()
-            members[member_id] = r.i16()
+            member_id, instance = r.string() or "", r.string()
+            members.append((member_id, instance, r.i16()))
     return error, members
+
+
+def _answer_for(m: GroupMember, index: int, answers: list[tuple[str, str | None, int]], asked: int) -> int | None:
+    """The error code answered for ``m``, the ``index``-th of ``asked`` members: by member id, or
+    by group.instance.id for a member named by it alone. Apache Kafka echoes what was asked; the dev
+    broker answers a static member under its member id without the instance id, in request order."""
+    for member_id, instance, code in answers:
+        if (m.member_id and member_id == m.member_id) or (not m.member_id and instance == m.group_instance_id):
+            return code
+    return answers[index][2] if len(answers) == asked and not m.member_id else None
 
 
 def decode_list_transactions(body: bytes) -> tuple[int, list[tuple[str, int, str]]]:
@@ -221,18 +233,23 @@ def pick_version(supported: dict[int, tuple[int, int]], api_key: int, highest: i
 
 
 class _Connection:
-    def __init__(self, host: str, port: int, deadline: float) -> None:
+    def __init__(self, host: str, port: int, deadline: float, auth: BrokerAuth) -> None:
         self.where = f"{host}:{port}"
         self.deadline = deadline
+        self.auth = auth
         self._next_id = 0
         try:
-            self.sock = socket.create_connection((host, port), timeout=self._left())
-        except OSError as e:
+            self.sock = auth.wrap(socket.create_connection((host, port), timeout=self._left()), host)
+        except (OSError, WireAuthError) as e:
             raise GroupAdminError(f"cannot connect to broker {self.where}: {e}") from e
         try:
             error, self.versions = decode_api_versions(self.call(API_VERSIONS, 0, b""))
             if error:
                 raise GroupAdminError(f"broker {self.where} refused ApiVersions v0: {error_name(error)}")
+            authenticate(self.call, auth, self.where)
+        except WireAuthError as e:
+            self.sock.close()
+            raise GroupAdminError(str(e)) from e
         except BaseException:
             self.sock.close()
             raise
@@ -271,7 +288,7 @@ class _Connection:
         self.sock.close()
 
 
-def _connect_any(bootstrap: str, deadline: float) -> _Connection:
+def _connect_any(bootstrap: str, deadline: float, auth: BrokerAuth) -> _Connection:
     errors = []
     for entry in bootstrap.split(","):
         host, _, port = entry.strip().split("://")[-1].rpartition(":")
@@ -279,16 +296,16 @@ def _connect_any(bootstrap: str, deadline: float) -> _Connection:
             errors.append(f"bootstrap entry {entry!r} is not host:port")
             continue
         try:
-            return _Connection(host.strip("[]") or "127.0.0.1", int(port), deadline)
+            return _Connection(host.strip("[]") or "127.0.0.1", int(port), deadline, auth)
         except GroupAdminError as e:
             errors.append(str(e))
     raise GroupAdminError("; ".join(errors))
 
 
-def _coordinator(bootstrap: str, group_id: str, deadline: float) -> _Connection:
+def _coordinator(bootstrap: str, group_id: str, deadline: float, auth: BrokerAuth) -> _Connection:
     """A connection to the group's coordinator (retried while the coordinator is not ready)."""
     while True:
-        conn = _connect_any(bootstrap, deadline)
+        conn = _connect_any(bootstrap, deadline, auth)
         version = pick_version(conn.versions, FIND_COORDINATOR, 2)
         if version is None:
             conn.close()
@@ -299,7 +316,7 @@ def _coordinator(bootstrap: str, group_id: str, deadline: float) -> _Connection:
             if f"{host}:{port}" == conn.where:
                 return conn
             conn.close()
-            return _Connection(host, port, deadline)
+            return _Connection(host, port, deadline, auth)
         conn.close()
         if error not in _RETRIABLE or time.monotonic() + 0.2 > deadline:
             raise GroupAdminError(f"FindCoordinator on {conn.where}: {error_name(error)}")
@@ -326,20 +343,28 @@ def describe_group_members(bootstrap: str, group_id: str, timeout: float = 10.0)
 
 
 def remove_members(bootstrap: str, group_id: str, members: Sequence[GroupMember],
-                   timeout: float = 10.0) -> dict[str, str]:
+                   timeout: float = 10.0, auth: BrokerAuth = PLAINTEXT) -> dict[str, str]:
     """Remove ``members`` from ``group_id`` (KIP-345); member_id -> Kafka error name ("NONE": removed).
+    A member named by its group.instance.id alone (member_id ``""``) is the static member with that
+    id, and its result is under that id.
 
     Raises GroupAdminError when the coordinator cannot be reached or answers something unusable."""
     try:
-        return _remove(bootstrap, group_id, list(members), time.monotonic() + timeout)
+        return _remove(bootstrap, group_id, list(members), time.monotonic() + timeout, auth)
     except GroupAdminError as e:
         raise GroupAdminError(f"removing members from group {group_id!r} (bootstrap {bootstrap}): {e}") from e
 
 
-def _remove(bootstrap: str, group_id: str, members: list[GroupMember], deadline: float) -> dict[str, str]:
+def _name(m: GroupMember) -> str:
+    """What a member's result is listed under: its member id, else its group.instance.id."""
+    return m.member_id or m.group_instance_id or ""
+
+
+def _remove(bootstrap: str, group_id: str, members: list[GroupMember], deadline: float,
+            auth: BrokerAuth) -> dict[str, str]:
     result: dict[str, str] = {}
     while members:
-        conn = _coordinator(bootstrap, group_id, deadline)
+        conn = _coordinator(bootstrap, group_id, deadline, auth)
         try:
             version = pick_version(conn.versions, LEAVE_GROUP, 3)
             if version is None:
@@ -348,15 +373,16 @@ def _remove(bootstrap: str, group_id: str, members: list[GroupMember], deadline:
             for batch in [members] if version >= 3 else [[m] for m in members]:
                 body = conn.call(LEAVE_GROUP, version, encode_leave_group(group_id, batch, version))
                 error, per_member = decode_leave_group(body, version)
-                for m in batch:
-                    if error == 0 and version >= 3 and m.member_id not in per_member:
-                        raise GroupAdminError(f"broker {conn.where} did not answer for member {m.member_id!r}")
-                    codes[m.member_id] = per_member[m.member_id] if error == 0 and version >= 3 else error
+                for index, m in enumerate(batch):
+                    code = _answer_for(m, index, per_member, len(batch)) if error == 0 and version >= 3 else error
+                    if code is None:
+                        raise GroupAdminError(f"broker {conn.where} did not answer for member {_name(m)!r}")
+                    codes[_name(m)] = code
         finally:
             conn.close()
         result.update({mid: error_name(code) for mid, code in codes.items()})
         # the coordinator moved or was loading: ask again about those members
-        members = [m for m in members if codes[m.member_id] in _RETRIABLE]
+        members = [m for m in members if codes[_name(m)] in _RETRIABLE]
         if members:
             if time.monotonic() + 0.2 > deadline:
                 break
@@ -391,7 +417,7 @@ def list_transactions(bootstrap: str, states: Sequence[str] = ("Ongoing",),
         raise GroupAdminError(f"listing the brokers of {bootstrap} failed: {e}") from e
     found: list[tuple[str, int, str]] = []
     for broker in brokers:
-        conn = _Connection(broker.host or "127.0.0.1", broker.port, deadline)
+        conn = _Connection(broker.host or "127.0.0.1", broker.port, deadline, PLAINTEXT)
         try:
             if pick_version(conn.versions, LIST_TRANSACTIONS, 0) is None:
                 raise GroupAdminError(f"broker {conn.where} does not support ListTransactions (Kafka 3.0+)")

@@ -320,7 +320,8 @@ class ErrorHandling:
         longer known; the refused record's own bytes stand in for the dead-letter record."""
         ts = msg.timestamp()[1]
         ctx = ErrorHandlerContext("", None, -1, -1, ts, tuple(msg.headers() or ()), None, msg.key(), msg.value())
-        record = ProducedRecord(msg.topic(), msg.partition(), msg.key(), msg.value(), ts)
+        partition = msg.partition()  # None in a report for a record that never got a partition
+        record = ProducedRecord(msg.topic(), -1 if partition is None else partition, msg.key(), msg.value(), ts)
         self.production_error(ctx, record, ProductionException(f"{err.name()}: {err.str()}"))
 
     def invalid_timestamp(self, task_id: str = "") -> None:

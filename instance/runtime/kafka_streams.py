@@ -20,6 +20,7 @@ from instance.errors import (
 )
 from instance.runtime import internal_topics, rebalance_protocol
 from instance.runtime.broker_kind import membership_assist
+from instance.runtime.departure import departing, remove_static_members
 from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
@@ -211,12 +212,16 @@ class KafkaStreams:
             self._sm.set(State.NOT_RUNNING)
             return True
         self._sm.set(State.PENDING_SHUTDOWN)
+        for_good = departing(self.config)  # a static member of a StatefulSet scaled in
         if self.membership is not None:
             try:
-                self.membership.prepare_leave(static=bool(self.config.group_instance_id))
+                self.membership.prepare_leave(static=bool(self.config.group_instance_id) and not for_good)
             except Exception:  # leaving goes ahead; peers at worst redo uncommitted work
                 log.exception("announcing the leave failed")
-        return self._shutdown(State.NOT_RUNNING, timeout)
+        done = self._shutdown(State.NOT_RUNNING, timeout)
+        if for_good:
+            remove_static_members(self.config)
+        return done
 
     def _shutdown(self, final: State, timeout: float = 60.0) -> bool:
         with self._close_lock:

@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from instance.config import StreamsConfig
 from instance.runtime.group_admin import (
@@ -54,12 +54,23 @@ from instance.runtime.group_admin import (
 from instance.runtime.stuck_rebalance import StuckRebalanceWatchdog
 from router.metadata import ClusterView, InstanceInfo
 
-if TYPE_CHECKING:
-    from instance.runtime.stream_thread import StreamThread
-
 log = logging.getLogger(__name__)
 
 JOIN, LEAVE, REMOVE = "join", "leave", "remove"
+
+
+class QuiescingThread(Protocol):
+    """What the coordinator asks of a stream thread (runtime/stream_thread.py implements it): a
+    Protocol, so this module does not import the thread that imports it."""
+
+    @property
+    def name(self) -> str: ...
+
+    def is_alive(self) -> bool: ...
+
+    def acked(self, intent: str) -> bool: ...
+
+    def set_quiesce_requests(self, intents: frozenset[str]) -> None: ...
 
 
 def intent_kind(intent: str) -> str:
@@ -88,7 +99,7 @@ class MembershipCoordinator:
     """Announces this instance's membership changes and answers the peers' announcements."""
 
     def __init__(self, config: StreamsConfig, view: ClusterView, publish_now: Callable[[], None],
-                 threads: Callable[[], Sequence[StreamThread]],
+                 threads: Callable[[], Sequence[QuiescingThread]],
                  publish_tombstone: Callable[[str], None], view_loaded: threading.Event,
                  enabled: bool) -> None:
         self.config = config

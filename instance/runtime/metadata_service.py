@@ -1,8 +1,9 @@
 """Publishes this instance's InstanceInfo and reads everyone's into a ClusterView.
 
 Topic ``<application.id>-iqmesh-instances`` (compacted, one partition, key = instance id). The
-reader is a group-less consumer that reads the topic whole, like a global table, and pauses
-whenever it is caught up, so it costs the broker nothing while idle.
+reader is the instances-topic follower the gateway and the snapshot job use too
+(router/instances_follower.py): it reads the topic whole, like a global table, and fetches only
+when its end offset moved, so it costs the broker nothing while idle.
 """
 
 from __future__ import annotations
@@ -12,21 +13,19 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.config import StreamsConfig
+from router.idle_fetch import FOLLOWER_PAUSE_S
+from router.instances_follower import InstancesFollower, ViewWriter, instances_topic
 from router.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
 
 
-def metadata_topic(application_id: str) -> str:
-    return f"{application_id}-iqmesh-instances"
-
-
 def ensure_metadata_topic(admin: AdminClient, application_id: str, replication_factor: int = 1) -> str:
-    topic = metadata_topic(application_id)
+    topic = instances_topic(application_id)
     if topic not in admin.list_topics(timeout=10).topics:
         fut = admin.create_topics([NewTopic(topic, 1, replication_factor,
                                             config={"cleanup.policy": "compact"})])[topic]
@@ -44,24 +43,23 @@ class MetadataService(threading.Thread):
                  on_tick: Callable[[], None] | None = None) -> None:
         application_id = config.application_id
         super().__init__(name=f"{instance_id}-metadata", daemon=True)
-        self.topic = metadata_topic(application_id)
+        self.topic = instances_topic(application_id)
         self.instance_id = instance_id
         self._snapshot = snapshot
         self.view = view
         self._interval = interval_ms / 1000.0
         self._on_tick = on_tick
         self._stopping = threading.Event()
-        #: set once the whole topic has been read: the view knows every instance
-        self.loaded = threading.Event()
         self._wake = threading.Event()
         # the instance-metadata publisher and reader are clients like any other: producer. and
         # consumer. settings (security included) apply
         self._producer = Producer(config.client_config("producer", **{
             "linger.ms": 0, "client.id": f"{instance_id}-metadata"}))
-        self._consumer = Consumer(config.client_config("restore.consumer", **{
+        self._follower = InstancesFollower(config.client_config("restore.consumer", **{
             "group.id": f"{application_id}-metadata", "enable.auto.commit": False,
-            "client.id": f"{instance_id}-metadata"}))
-        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+            "client.id": f"{instance_id}-metadata"}), application_id, ViewWriter(view, own_id=instance_id))
+        #: set once the whole topic has been read: the view knows every instance
+        self.loaded = self._follower.loaded
 
     def publish_now(self) -> None:
         """Ask for an immediate publication (state or assignment changed)."""
@@ -80,9 +78,6 @@ class MetadataService(threading.Thread):
 
     def run(self) -> None:
         next_beat = 0.0
-        tp = TopicPartition(self.topic, 0)
-        self._consumer.pause([tp])
-        position = 0
         failing = False  # the broker did not answer: said once, and again when it does
         while not self._stopping.is_set():
             now = time.monotonic()
@@ -94,7 +89,7 @@ class MetadataService(threading.Thread):
                     log.exception("publishing instance metadata failed")
                 next_beat = now + self._interval
             try:
-                position = self._catch_up(tp, position)
+                self._follower.catch_up(self._stopping)
                 if failing:
                     log.warning("reading instance metadata works again")
                     failing = False
@@ -106,40 +101,7 @@ class MetadataService(threading.Thread):
                     failing = True
             except Exception:
                 log.exception("reading instance metadata failed")
-            self._wake.wait(min(0.2, max(0.0, next_beat - time.monotonic())))
-
-    def _catch_up(self, tp: TopicPartition, position: int) -> int:
-        """Fetch only when the end offset moved: an idle fetch loop costs the dev broker a core."""
-        _, high = self._consumer.get_watermark_offsets(tp, timeout=2)
-        if high <= position:
-            self.loaded.set()
-            return position
-        self._consumer.resume([tp])
-        deadline = time.monotonic() + 2.0
-        try:
-            while position < high and time.monotonic() < deadline:
-                for m in self._consumer.consume(num_messages=1000, timeout=0.1):
-                    if m.error() is not None:
-                        continue
-                    offset = m.offset()
-                    assert offset is not None  # set on every message without error
-                    position = offset + 1
-                    key, value = m.key(), m.value()
-                    if key is None:
-                        continue
-                    iid = key.decode()
-                    if value is None:
-                        self.view.remove(iid)
-                    elif iid != self.instance_id:
-                        try:
-                            self.view.update(InstanceInfo.from_json(value))
-                        except Exception:
-                            log.warning("ignoring malformed instance metadata for %s", iid)
-        finally:
-            self._consumer.pause([tp])
-        if position >= high:
-            self.loaded.set()
-        return position
+            self._wake.wait(min(FOLLOWER_PAUSE_S, max(0.0, next_beat - time.monotonic())))
 
     def stop(self, final: InstanceInfo | None = None) -> None:
         self._stopping.set()
@@ -151,5 +113,5 @@ class MetadataService(threading.Thread):
                 self.publish(final)
             except Exception:
                 log.exception("publishing final instance metadata failed")
-        self._consumer.close()
+        self._follower.close()
         self._producer.flush(5)

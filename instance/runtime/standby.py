@@ -8,11 +8,18 @@ the active task reads that checkpoint and restores only the delta.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Set
+
+from instance.errors import StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.metrics import TaskMetrics
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
+from instance.runtime.task_state import TaskLifecycle
 from instance.state.spec import StoreSpec
 from router.task_id import TaskId
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_MIN_RECORDS = 10_000
 
@@ -25,6 +32,7 @@ class StandbyTask:
                  sources: list[str], in_memory: bool, reader: StoreChangelogReader,
                  metrics: TaskMetrics | None = None) -> None:
         self.id = task_id
+        self.lifecycle = TaskLifecycle(task_id)
         #: update-rate / update-total (None: not measured)
         self.metrics = metrics
         #: input topics of the task (at-least-once: the reader holds back records their commits
@@ -41,6 +49,7 @@ class StandbyTask:
                 metrics.close()
             state.close(checkpoint=False)
             raise
+        self.lifecycle.initialized(restoring=False)  # followed from now on
 
     @property
     def changelog_offsets(self) -> dict[TopicPart, int]:
@@ -61,6 +70,7 @@ class StandbyTask:
 
     def close(self) -> None:
         """Stop following, flush, checkpoint (a later active task restores only the delta), close."""
+        self.lifecycle.close()
         self._reader.unregister(self)
         if self.metrics is not None:
             self.metrics.close()
@@ -75,8 +85,9 @@ class StandbyTask:
 class StandbyTasks:
     """The standby tasks of one stream thread."""
 
-    def __init__(self, reader: StoreChangelogReader) -> None:
+    def __init__(self, reader: StoreChangelogReader, name: str = "") -> None:
         self.reader = reader
+        self.name = name
         self.tasks: dict[TaskId, StandbyTask] = {}
 
     def add(self, task: StandbyTask) -> None:
@@ -87,6 +98,17 @@ class StandbyTasks:
         if task is not None:
             task.close()
         return task
+
+    def hold(self, wanted: Set[TaskId], create: Callable[[TaskId], StandbyTask]) -> None:
+        """Hold exactly the ``wanted`` standbys: close the others, create the missing ones (one
+        whose task directory is still locked by its old owner here is created at a later call)."""
+        for tid in [t for t in self.tasks if t not in wanted]:
+            self.remove(tid)
+        for tid in sorted(wanted - set(self.tasks)):
+            try:
+                self.add(create(tid))
+            except StreamsException as e:
+                log.info("%s: standby %s not created yet: %s", self.name, tid, e)
 
     def step(self, max_records: int = 10_000) -> int:
         """Keep the standbys' changelogs flowing (the reader waits while a restore runs)."""

@@ -14,14 +14,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from instance.config import StreamsConfig
+from instance.errors import TaskMigratedException
 from instance.runtime import rebalance_protocol
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector, producer_config
+from instance.runtime.departure import static_member_id
 from instance.runtime.handlers import ErrorHandling
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
@@ -30,6 +33,7 @@ from instance.runtime.task import system_clock_ms
 from instance.runtime.task_manager import TaskManager
 from instance.runtime.task_timeout import retrying
 from instance.topology.topology import Topology
+from router.idle_fetch import IdleFetch, PauseAssignment
 from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,21 @@ class ThreadState(enum.Enum):
     RUNNING = 4
     PENDING_SHUTDOWN = 5
     DEAD = 6
+
+
+@dataclass(frozen=True)
+class _Pace:
+    """The loop's settings, in the units it uses."""
+
+    max_records: int
+    poll_s: float
+    idle_s: float
+    commit_s: float
+
+    @classmethod
+    def of(cls, config: StreamsConfig) -> _Pace:
+        return cls(config.max_poll_records, config.poll_ms / 1000.0, config.idle_backoff_ms / 1000.0,
+                   config.effective_commit_interval_ms / 1000.0)
 
 
 class StreamThread(threading.Thread):
@@ -87,7 +106,7 @@ class StreamThread(threading.Thread):
         if config.group_instance_id:
             # static membership is opt-in, as in Kafka Streams: a static member does not leave the
             # group on close, so its partitions wait for it (session.timeout.ms) instead of moving
-            cconf["group.instance.id"] = f"{config.group_instance_id}-{index}"
+            cconf["group.instance.id"] = static_member_id(config.group_instance_id, index)
         self._consumer_conf = rebalance_protocol.main_consumer_settings(
             config.group_protocol, config.client_config("main.consumer", **cconf))
         #: partitions move a few at a time (KIP-848): revocations and assignments are increments
@@ -115,6 +134,9 @@ class StreamThread(threading.Thread):
         self.last_turn = time.monotonic()
         #: the consumer is being closed: an assignment it still reports must create no task
         self._leaving = False
+        #: raised in a rebalance callback, raised again once the poll returns (as Kafka's consumer
+        #: rethrows from poll()): the loop handles it with the others
+        self._from_callback: TaskMigratedException | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def dropped_records(self) -> dict[str, int]:
@@ -167,7 +189,7 @@ class StreamThread(threading.Thread):
                                  self._new_collector, reader, self.errors)
         self.tasks.global_stores = self.global_stores
         if self._membership is not None:
-            self.tasks.on_producer_replaced = self._membership.fence_later
+            self.tasks.committer.on_producer_replaced = self._membership.fence_later
             self._membership.prepare_join(static=bool(self.config.group_instance_id))
         self._subscribe(self.tasks)
         return self.tasks
@@ -194,6 +216,17 @@ class StreamThread(threading.Thread):
         consumer.subscribe(sorted(tm.topic_to_sub), on_assign=self._on_assign,
                            on_revoke=self._on_revoke, on_lost=self._on_lost)
         return consumer
+
+    def _task_migrated(self, tm: TaskManager, consumer: Consumer, e: TaskMigratedException) -> Consumer:
+        """The one place the group having moved on is handled (Kafka Streams' handleTaskMigrated).
+        Offsets refused (at-least-once): the rebalance under way moves the tasks, which keep their
+        state meanwhile. Otherwise: every task closed dirty, a new producer, and the group rejoined."""
+        if not e.start_over:
+            log.warning("%s: %s; the rebalance under way moves the tasks", self.name, e)
+            return consumer
+        log.warning("%s: %s; closing tasks dirty, starting over from the last commit", self.name, e)
+        tm.handle_lost_all()
+        return self._rejoin_group(tm, consumer)
 
     def _rejoin_group(self, tm: TaskManager, consumer: Consumer) -> Consumer:
         """Start over from the last commit after an aborted transaction or a lost producer (Kafka
@@ -224,57 +257,64 @@ class StreamThread(threading.Thread):
     def _loop(self, tm: TaskManager) -> None:
         consumer = tm.consumer
         assert consumer is not None
-        max_records = self.config.max_poll_records
-        poll_s = self.config.poll_ms / 1000.0
-        idle_s = self.config.idle_backoff_ms / 1000.0
-        commit_s = self.config.effective_commit_interval_ms / 1000.0
-        restorer = tm.restorer
+        pace = _Pace.of(self.config)
         while not self._shutdown.is_set():
-            self.last_turn = time.monotonic()
-            if restorer.active:
-                self._restored(tm, tm.restore_step())
-                timeout = 0.0
-            else:
-                timeout = poll_s
-            self._update_standbys(tm)
-            if not self._paused_for:
-                # wall-clock punctuation between batches, on this thread: never during process()
-                wait_ms = tm.punctuate() - system_clock_ms()
-                if wait_ms < timeout * 1000:
-                    timeout = max(0.0, wait_ms / 1000.0)
-            msgs = consumer.consume(num_messages=max_records, timeout=timeout)
-            if msgs:
-                tm.add_records(msgs)
-            if tm.buffered and not self._paused_for:
-                # paused for a membership change: keep what was fetched unprocessed; the next
-                # owner starts from the commit, or we go on if no rebalance comes
-                self.processed += tm.process()
-                tm.collector.poll()
-            elif not msgs and not restorer.active and tm.tasks and idle_s > 0:
-                self._idle(consumer, idle_s)
-            if time.monotonic() - tm.last_commit >= commit_s or tm.commit_requested():
-                tm.commit()
-            if self._quiesce_requests != self.quiesce_done:
-                self._quiesce(tm, consumer)
-            elif self._paused_for and self._membership is not None \
-                    and self._membership.may_resume(set(self._paused_for), self._paused_since):
-                self._paused_for.clear()
-                self._resume(consumer)
-            if tm.rejoin_requested:
-                tm.rejoin_requested = False
-                consumer = self._rejoin_group(tm, consumer)
+            try:
+                self._turn(tm, consumer, pace)
+            except TaskMigratedException as e:
+                consumer = self._task_migrated(tm, consumer, e)
+
+    def _turn(self, tm: TaskManager, consumer: Consumer, pace: _Pace) -> None:
+        """One turn of the loop: pause or resume for a membership change, restore or poll,
+        process, maybe commit. The pause comes first, so a commit that raises does not delay it."""
+        self.last_turn = time.monotonic()
+        if self._quiesce_requests != self.quiesce_done:
+            self._quiesce(tm, consumer)
+        elif self._paused_for and self._membership is not None \
+                and self._membership.may_resume(set(self._paused_for), self._paused_since):
+            self._paused_for.clear()
+            self._resume(consumer)
+        restorer = tm.restorer
+        if restorer.active:
+            self._restored(tm, tm.restore_step())
+            timeout = 0.0
+        else:
+            timeout = pace.poll_s
+        self._update_standbys(tm)
+        if not self._paused_for:
+            # wall-clock punctuation between batches, on this thread: never during process()
+            wait_ms = tm.punctuate() - system_clock_ms()
+            if wait_ms < timeout * 1000:
+                timeout = max(0.0, wait_ms / 1000.0)
+        msgs = consumer.consume(num_messages=pace.max_records, timeout=timeout)
+        if self._from_callback is not None:
+            e, self._from_callback = self._from_callback, None
+            raise e
+        if msgs:
+            tm.add_records(msgs)
+        if tm.buffered and not self._paused_for:
+            # paused for a membership change: keep what was fetched unprocessed; the next
+            # owner starts from the commit, or we go on if no rebalance comes
+            self.processed += tm.process()
+            tm.collector.poll()
+        elif not msgs and not restorer.active and tm.tasks and pace.idle_s > 0:
+            self._idle(consumer, pace.idle_s)
+        if time.monotonic() - tm.last_commit >= pace.commit_s or tm.commit_requested():
+            tm.commit()
 
     def _quiesce(self, tm: TaskManager, consumer: Consumer) -> None:
         """Commit, then stop fetching until the announced membership change has happened."""
         requests = self._quiesce_requests
         new = requests - self.quiesce_done
-        if new:
-            if tm.tasks:
-                tm.commit()
-            consumer.pause(consumer.assignment())
-            self._paused_since = now = time.monotonic()
-            self._paused_for.update(dict.fromkeys(new, now))
-        self.quiesce_done = requests
+        try:
+            if new and tm.tasks:
+                tm.commit()  # the group having moved on is handled by the loop, paused all the same
+        finally:
+            if new:
+                consumer.pause(consumer.assignment())
+                self._paused_since = now = time.monotonic()
+                self._paused_for.update(dict.fromkeys(new, now))
+            self.quiesce_done = requests
 
     def _consumable(self) -> list[TopicPartition]:
         """Assigned input partitions that may be fetched: not restoring, not paused for a
@@ -282,7 +322,7 @@ class StreamThread(threading.Thread):
         tm = self.tasks
         if self._paused_for or tm is None:
             return []
-        return [TopicPartition(t, p) for (t, p), task in tm.by_tp.items() if task.id not in tm.restoring]
+        return [TopicPartition(t, p) for (t, p), task in tm.by_tp.items() if not task.lifecycle.restoring]
 
     def _resume(self, consumer: Consumer) -> None:
         parts = self._consumable()
@@ -290,7 +330,8 @@ class StreamThread(threading.Thread):
             consumer.resume(parts)
 
     def _idle(self, consumer: Consumer, idle_s: float) -> None:
-        """Caught up: pause fetching briefly (the dev broker answers idle fetches in a tight loop)."""
+        """Caught up: pause fetching briefly (router/idle_fetch.py: the dev broker answers idle
+        fetches in a tight loop)."""
         parts = consumer.assignment()
         if not parts:
             self._shutdown.wait(idle_s)
@@ -308,26 +349,29 @@ class StreamThread(threading.Thread):
             position = tp.offset if tp.offset >= 0 else max(start.get((tp.topic, tp.partition), 0), low)
             if high > position:
                 return
-        consumer.pause(parts)
-        self._shutdown.wait(idle_s)
-        self._resume(consumer)
+        IdleFetch(PauseAssignment(consumer, self._consumable), idle_s).hold(self._shutdown.wait)
 
     # -- rebalance ---------------------------------------------------------------------------------
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
         self._revoked_at = time.monotonic()
         assert self.tasks is not None
-        if self._incremental:
-            # only these move: commit everything (one transaction covers every task), close theirs
-            self.tasks.revoke(partitions)
-            consumer.incremental_unassign(partitions)
-        else:
-            self.tasks.revoke()
+        try:
+            if self._incremental:
+                # only these move: commit everything (one transaction covers every task), close theirs
+                try:
+                    self.tasks.revoke(partitions)
+                finally:
+                    consumer.incremental_unassign(partitions)
+            else:
+                self.tasks.revoke()
+        except TaskMigratedException as e:  # every task is closed: the loop starts over after the poll
+            self._from_callback = e
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
         assert self.tasks is not None
-        self.tasks.lost()
+        self.tasks.handle_lost_all()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._leaving:

@@ -18,6 +18,7 @@ from instance.runtime.handlers import ErrorHandling, ProducedRecord
 from instance.runtime.metrics import TaskMetrics
 from instance.runtime.punctuation import PunctuationQueue, PunctuationSchedule, PunctuationType, Punctuator
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
+from instance.runtime.task_state import TaskLifecycle
 from instance.runtime.timestamps import (
     ConsumedRecord,
     FailOnInvalidTimestamp,
@@ -71,6 +72,8 @@ class StreamTask:
         ``default.timestamp.extractor``; ``metrics``: the task's (runtime/metrics.py; default: one of
         its own on ``clock`` at INFO, the TopologyTestDriver's)."""
         self.id = task_id
+        #: CREATED until the TaskManager starts its restore (runtime/task_state.py)
+        self.lifecycle = TaskLifecycle(task_id)
         self.partition = task_id.partition
         self.subtopology = subtopology
         self.record = RecordContext()
@@ -418,6 +421,7 @@ class StreamTask:
     def close(self, checkpoint: bool = False) -> None:
         """Close processors and stores, release the task directory; ``checkpoint`` after a commit
         (skipped if a processor fails to close)."""
+        self.lifecycle.close()
         errors = []
         for p in self._processors:
             try:

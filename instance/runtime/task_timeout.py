@@ -30,6 +30,9 @@ TRANSIENT = frozenset({
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     KafkaError.CONCURRENT_TRANSACTIONS, KafkaError.NETWORK_EXCEPTION,
+    # the client's metadata has no leader for a partition for a moment while a killed leader's
+    # partitions are elected elsewhere (a 3-broker cluster): Kafka's InvalidMetadataException kind
+    KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
 })
 
 

@@ -55,11 +55,12 @@ class StringSerde:
 
 class _FixedIntSerde:
     name = "int"
-    _struct = struct.Struct(">i")
+    #: the byte format (also what the snapshot job's vectorised decoder reads: analytics/snapshot/columns.py)
+    wire = struct.Struct(">i")
 
     def __init__(self) -> None:
-        self._pack = self._struct.pack
-        self._unpack = self._struct.unpack
+        self._pack = self.wire.pack
+        self._unpack = self.wire.unpack
 
     def serialize(self, value: Any) -> bytes | None:
         return None if value is None else self._pack(value)
@@ -67,8 +68,8 @@ class _FixedIntSerde:
     def deserialize(self, data: bytes | None) -> Any:
         if data is None:
             return None
-        if len(data) != self._struct.size:
-            raise ValueError(f"{self.name} serde expects {self._struct.size} bytes, got {len(data)}")
+        if len(data) != self.wire.size:
+            raise ValueError(f"{self.name} serde expects {self.wire.size} bytes, got {len(data)}")
         return self._unpack(data)[0]
 
     def parse(self, text: str) -> Any:
@@ -79,14 +80,14 @@ class IntSerde(_FixedIntSerde):
     """Kafka's IntegerSerde: 4-byte big-endian two's complement."""
 
     name = "int"
-    _struct = struct.Struct(">i")
+    wire = struct.Struct(">i")
 
 
 class LongSerde(_FixedIntSerde):
     """Kafka's LongSerde: 8-byte big-endian two's complement."""
 
     name = "long"
-    _struct = struct.Struct(">q")
+    wire = struct.Struct(">q")
 
 
 class JsonSerde:

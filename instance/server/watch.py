@@ -9,8 +9,8 @@ records, each with a token that resumes right after it. A rebalance moves tasks,
 the stream goes on through it; it reports each change of a watched partition's active owner (from
 the routing table this instance already has) so subscribers know.
 
-Caught up, the consumer lets its partitions go for a short while between reads (the dev broker
-answers idle fetches in a tight loop, see ARCHITECTURE.md), by unassigning and assigning them again
+Caught up, the consumer lets its partitions go for a short while between reads (router/idle_fetch.py:
+the dev broker answers idle fetches in a tight loop), by unassigning and assigning them again
 at its positions: measured there, pause()/resume() left a resumed partition unfetched for 1-10 s,
 while unassign()/assign() fetched again at once (0.1 s latency), at 2% of a broker core per idle
 watch instead of 17% without a pause. When the call ends (deadline, cancellation,
@@ -33,6 +33,7 @@ from instance.errors import StoreNotLoggedException, TooManyWatchesException
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.serde import Serde
 from instance.server.replies import value_to_json
+from router.idle_fetch import FOLLOWER_PAUSE_S, CallbackSwitch, IdleFetch
 from router.metadata import ClusterView
 from router.query_keys import check_query_key
 from router.rpc import iqmesh_pb2 as pb
@@ -42,7 +43,7 @@ from router.watch_token import encode_offsets, resume_offsets, watch_fingerprint
 BATCH = 1000
 READ_TIMEOUT_S = 0.1
 #: caught up: partitions let go this long before the next read (the latency of a quiet watch)
-IDLE_S = 0.2
+IDLE_S = FOLLOWER_PAUSE_S
 #: open watches per instance at most: each holds a thread of the gRPC server while it lasts
 MAX_WATCHES = 8
 #: how often the owners of the watched partitions are compared with the routing table
@@ -177,6 +178,7 @@ class WatchStream:
         self._lock = threading.Lock()  # held while the consumer is used
         self._closed = False
         self._offsets = dict(plan.start)  # next offset to read, per partition
+        self._idle = IdleFetch(CallbackSwitch(self._let_go, self._take_back), IDLE_S)
         consumer.assign(self._assigned())
 
     def close(self) -> None:
@@ -236,21 +238,27 @@ class WatchStream:
         with self._lock:
             if self._closed:
                 return None
-            consumer = self._consumer
-            msgs = consumer.consume(num_messages=BATCH, timeout=READ_TIMEOUT_S)
+            msgs = self._consumer.consume(num_messages=BATCH, timeout=READ_TIMEOUT_S)
             if msgs:
                 return msgs
-            # caught up: transaction markers leave gaps, so take the consumer's own positions
+        self._idle.hold(time.sleep)
+        return None if self._closed else []
+
+    def _let_go(self) -> None:
+        """Caught up: unassign (transaction markers leave gaps, so keep the consumer's own positions)."""
+        with self._lock:
+            if self._closed:
+                return
+            consumer = self._consumer
             for tp in consumer.position(self._assigned()):
                 if tp.offset >= 0 and tp.offset > self._offsets[tp.partition]:
                     self._offsets[tp.partition] = tp.offset
             consumer.unassign()
-        time.sleep(IDLE_S)
+
+    def _take_back(self) -> None:
         with self._lock:
-            if self._closed:
-                return None
-            self._consumer.assign(self._assigned())
-        return []
+            if not self._closed:
+                self._consumer.assign(self._assigned())
 
     def _assigned(self) -> list[TopicPartition]:
         return [TopicPartition(self.plan.topic, p, o) for p, o in sorted(self._offsets.items())]

@@ -7,13 +7,12 @@ does), ties broken by name; successors and predecessors are listed in that same 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
-if TYPE_CHECKING:
-    from instance.topology.topology import Node, Topology
+from instance.topology.nodes import Node, ProcessorNodeDef, SinkNode, SourceNode, SubTopology
 
 
-def _size(node: Node, nodes: dict[str, Node], memo: dict[str, int]) -> int:
+def _size(node: Node, nodes: Mapping[str, Node], memo: dict[str, int]) -> int:
     if node.name in memo:
         return memo[node.name]
     s = 1 + sum(_size(nodes[c], nodes, memo) for c in node.children)
@@ -21,10 +20,7 @@ def _size(node: Node, nodes: dict[str, Node], memo: dict[str, int]) -> int:
     return s
 
 
-def describe(topology: Topology) -> str:
-    from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode
-
-    nodes = topology.nodes
+def describe(nodes: Mapping[str, Node], subtopologies: Sequence[SubTopology]) -> str:
     memo: dict[str, int] = {}
 
     def order(names: list[str]) -> list[str]:
@@ -33,7 +29,7 @@ def describe(topology: Topology) -> str:
     # Kafka Streams: "Topologies:\n " then "  " before every sub-topology, so the first one is
     # indented by three spaces and the following ones by two.
     parts = ["Topologies:\n "]
-    for st in topology.subtopologies():
+    for st in subtopologies:
         lines = [f"  Sub-topology: {st.id}"]
         for name in order([n.name for n in st.nodes]):
             node = nodes[name]

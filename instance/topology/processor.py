@@ -17,12 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from instance.runtime.punctuation import Cancellable, PunctuationType, Punctuator
-
-if TYPE_CHECKING:
-    from instance.runtime.task import StreamTask
 
 #: record headers: (name, value) pairs, in order, names may repeat (Kafka's ``Headers``)
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -90,6 +87,21 @@ class RecordContext:
         return tuple(raw) if raw else ()
 
 
+class ProcessorTask(Protocol):
+    """What a processor's context reaches in the task it runs in (``runtime.task.StreamTask``):
+    a Protocol, so the Processor API does not import the runtime that imports it."""
+
+    stream_time: int
+    commit_requested: bool
+
+    def clock(self) -> int: ...
+
+    def schedule(self, node: str, interval_ms: int, ptype: PunctuationType,
+                 punctuator: Punctuator) -> Cancellable: ...
+
+    def processing_error(self, exc: Exception, record: Record | None, node: str | None = None) -> None: ...
+
+
 class ProcessorContext:
     """What one processor node uses: forward to its children, read the record metadata, reach
     the task's stores, schedule punctuations, request a commit."""
@@ -99,7 +111,7 @@ class ProcessorContext:
 
     def __init__(self, task_id: str, node_name: str, record: RecordContext,
                  children: list[Callable[[Any, Any], None]], stores: dict[str, Any],
-                 application_id: str, task: StreamTask | None = None,
+                 application_id: str, task: ProcessorTask | None = None,
                  child_names: list[str] | None = None) -> None:
         self.task_id = task_id
         self.node_name = node_name
@@ -225,11 +237,11 @@ class ProcessorContext:
         self._require_task().commit_requested = True
 
     @property
-    def task(self) -> StreamTask | None:
+    def task(self) -> ProcessorTask | None:
         """The task this node runs in (None in a global store's processor)."""
         return self._task
 
-    def _require_task(self) -> StreamTask:
+    def _require_task(self) -> ProcessorTask:
         if self._task is None:
             from instance.errors import IllegalStateException
             raise IllegalStateException(f"processor {self.node_name} runs outside a task")

@@ -8,51 +8,18 @@ connected) is a sub-topology, and a task is one sub-topology on one partition.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from instance.errors import TopologyException
 from instance.serde import BytesSerde, Serde
 from instance.state.spec import StoreSpec
+from instance.topology.describe import describe
+from instance.topology.nodes import Node, ProcessorNodeDef, SinkNode, SourceNode, SubTopology
 from instance.topology.processor import ProcessorSupplier
 
-
-@dataclass
-class SourceNode:
-    name: str
-    topics: list[str]
-    key_serde: Serde
-    value_serde: Serde
-    seq: int
-    children: list[str] = field(default_factory=list)
-    parents: list[str] = field(default_factory=list)
-    #: this source's own extractor (``extract(record, partition_time)``); None: the configured default
-    timestamp_extractor: Any = None
-
-
-@dataclass
-class ProcessorNodeDef:
-    name: str
-    supplier: ProcessorSupplier
-    seq: int
-    stores: list[str] = field(default_factory=list)
-    children: list[str] = field(default_factory=list)
-    parents: list[str] = field(default_factory=list)
-
-
-@dataclass
-class SinkNode:
-    name: str
-    topic: str
-    key_serde: Serde
-    value_serde: Serde
-    seq: int
-    partitioner: Callable[[Any, Any, int], int | None] | None = None
-    children: list[str] = field(default_factory=list)
-    parents: list[str] = field(default_factory=list)
-
-
-Node = SourceNode | ProcessorNodeDef | SinkNode
+__all__ = ["GlobalStore", "InternalTopic", "Node", "ProcessorNodeDef", "SinkNode", "SourceNode", "SubTopology",
+           "Topology", "source_topics"]
 
 
 @dataclass(frozen=True)
@@ -77,18 +44,6 @@ class GlobalStore:
     value_serde: Serde
     processor_name: str
     processor: ProcessorSupplier | None = None
-
-
-@dataclass
-class SubTopology:
-    id: int
-    nodes: list[Node]
-    source_topics: list[str]
-    sink_topics: list[str]
-    stores: list[str]
-
-    def source_nodes(self) -> list[SourceNode]:
-        return [n for n in self.nodes if isinstance(n, SourceNode)]
 
 
 class Topology:
@@ -301,8 +256,7 @@ class Topology:
 
     def describe(self) -> str:
         """Kafka Streams' ``TopologyDescription`` text."""
-        from instance.topology.describe import describe
-        return describe(self)
+        return describe(self.nodes, self.subtopologies())
 
     def __str__(self) -> str:
         return self.describe()

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bootstrap = args.bootstrap
         if not bootstrap:
-            from devtools import engines
+            from instance.local import engines
 
             broker_dir = Path(tempfile.mkdtemp(prefix="iqmesh-chaos-broker-"))
             bootstrap = engines.start(args.engine, broker_dir).bootstrap
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; the table covers the finished runs", flush=True)
     finally:
         if broker_dir is not None:
-            from devtools import engines
+            from instance.local import engines
 
             engines.stop(broker_dir)
             shutil.rmtree(broker_dir, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Membership scenarios and ``run_scenario``: one chaos run on a fresh word-count cluster.
 
 Every run gets a new application id and input topic (6 partitions) and runs ``examples.wordcount``
-as real ``iqmesh run`` processes (devtools' LocalCluster), default settings unless the scenario says
+as real ``iqmesh run`` processes (instance.local's LocalCluster), default settings unless the scenario says
 otherwise. Instance 0 is started alone and waited for until RUNNING before instances 1 and 2 are
 started, so instance 0 is the first member of the consumer group, which makes it the group leader
 (the coordinator elects the first member that joins and keeps it while it stays a member; an
@@ -43,9 +43,9 @@ from pathlib import Path
 import grpc
 from confluent_kafka.admin import AdminClient
 
-from devtools.cluster import WORDS, LocalCluster, ensure_topic, sample_lines
 from examples.wordcount import STORE
 from instance.config import StreamsConfig
+from instance.local.cluster import WORDS, LocalCluster, ensure_topic, sample_lines
 from instance.runtime.rebalance_protocol import BROKER_SESSION_TIMEOUT_MS, CONSUMER
 from loadtest.chaos import observe
 from loadtest.chaos.result import AT_LEAST_ONCE, EXACTLY_ONCE_V2, RunResult

@@ -33,9 +33,14 @@ class EventLog:
         self.events: list[dict[str, Any]] = []
 
     def __call__(self, event: str, pod: str, detail: str) -> None:
-        e = {"t": round(time.monotonic() - self.t0, 2), "event": event, "pod": pod, "detail": detail}
+        e = {"t": round(time.monotonic() - self.t0, 2), "event": event, "pod": pod, "detail": detail,
+             **self.extra()}
         self.events.append(e)
         print(json.dumps(e), file=sys.stderr, flush=True)
+
+    def extra(self) -> dict[str, Any]:
+        """More fields of an event, set before it is shared (pods log from threads of their own)."""
+        return {}
 
     def mark(self, event: str, detail: str = "") -> None:
         self(event, "", detail)
@@ -44,7 +49,7 @@ class EventLog:
 def start_broker(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     """noida-db's Kafka on the node's bridge address, where the overlay's KAFKA_BOOTSTRAP names
     point."""
-    from devtools.broker import find_noida_binary, wait_for_broker
+    from instance.local.broker import find_noida_binary, wait_for_broker
 
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(data_dir / "broker.log", "ab") as log:
@@ -118,8 +123,8 @@ class Smoke:
         self.sts: StatefulSetSim | None = None
 
     def run(self, steps: tuple[str, ...]) -> dict[str, Any]:
-        from devtools.cluster import ensure_topic
         from examples.wordcount import INPUT_TOPIC
+        from instance.local.cluster import ensure_topic
 
         self.net.setup()
         for hostport in self.bootstrap.split(","):
@@ -148,8 +153,8 @@ class Smoke:
         return self.out
 
     def _feed(self) -> None:
-        from devtools.cluster import produce, sample_lines
         from examples.wordcount import INPUT_TOPIC, split_words
+        from instance.local.cluster import produce, sample_lines
 
         self.batches += 1
         lines = sample_lines(self.lines, seed=self.batches)

@@ -2,7 +2,8 @@
 claim directory per pod and template that survives the pod, ``Parallel`` or ``OrderedReady``
 scaling, rolling updates from the highest ordinal down (each waiting for Ready and
 ``minReadySeconds``), the PodDisruptionBudget on evictions, and the Services' DNS names kept to
-their endpoints (``publishNotReadyAddresses`` honoured)."""
+their endpoints (``publishNotReadyAddresses`` honoured). Pods that mount a service-account token
+can read their StatefulSet from the API server (loadtest/k8s_sim/api_server.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadtest.k8s_sim.api_server import ApiServer
 from loadtest.k8s_sim.manifests import PodIdentity, Rendered, command_line, container_env, pod_template
-from loadtest.k8s_sim.network import ClusterNetwork
+from loadtest.k8s_sim.network import NODE_IP, ClusterNetwork
 from loadtest.k8s_sim.pod import EventSink, Pod
 from loadtest.k8s_sim.probes import probes_of
 from loadtest.k8s_sim.volumes import localize, materialize
@@ -59,6 +61,9 @@ class StatefulSetSim:
         self._stop = threading.Event()
         self._dns = threading.Thread(target=self._endpoints_loop, name="endpoints", daemon=True)
         self._dns.start()
+        # the API server needs a certificate (openssl); without it, pods see no API (as outside Kubernetes)
+        self.api = (ApiServer(rendered, NODE_IP, options.root, lambda n: self.replicas if n == name else None)
+                    if shutil.which("openssl") else None)
 
     # -- pods -------------------------------------------------------------------------------------
     def pod_name(self, ordinal: int) -> str:
@@ -82,7 +87,8 @@ class StatefulSetSim:
         argv = [localize(a, mounts) for a in command_line(self.container, env, self.options.entrypoint)]
         argv = [*self.options.commands.get(argv[0], [argv[0]]), *argv[1:]]
         full_env = {**self.options.base_env, "HOSTNAME": name,
-                    **{k: localize(v, mounts) for k, v in env.items()}}
+                    **{k: localize(v, mounts) for k, v in env.items()},
+                    **(self.api.mount(self.template["spec"], self.namespace, root) if self.api else {})}
         pod = Pod(name, ordinal, self.revision, argv, full_env, probes_of(self.container), self.grace_s, box,
                   root / "container.log", root, self.on_event)
         with self._lock:
@@ -191,6 +197,8 @@ class StatefulSetSim:
         with ThreadPoolExecutor(max_workers=max(1, len(self.pods))) as pool:
             ordinals = sorted(self.pods)
             codes = list(pool.map(self._delete, ordinals))
+        if self.api is not None:
+            self.api.close()
         return {self.pod_name(i): rc for i, rc in zip(ordinals, codes, strict=True)}
 
     # -- Services -----------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def make_target(args: argparse.Namespace) -> Target:
 
 
 def words() -> list[str]:
-    from devtools.cluster import WORDS
+    from instance.local.cluster import WORDS
 
     return list(WORDS)
 

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from devtools.kafka_broker import file_lock
+from instance.local.kafka_broker import file_lock
 
 __all__ = ["MAIN", "JVM_OPTS", "PeerUnavailable", "build", "command"]
 

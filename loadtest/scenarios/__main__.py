@@ -3,7 +3,7 @@
 loadtest.k8s_sim in private namespaces), ingest and queries running throughout; per scenario
 DIR/<engine>-<scenario>.json and .png, and DIR/<engine>-summary.md (the table). ``--smoke``:
 seconds and small rates (what CI runs). Needs kubectl, unshare, nsenter, ip; ``--engine kafka``
-Java 17 and Maven (devtools/kafka_broker.py)."""
+Java 17 and Maven (instance/local/kafka_broker.py)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="processing.guarantee put in the rendered app.properties (default: exactly_once_v2)")
     p.add_argument("--session-timeout-ms", type=int,
                    help="session.timeout.ms put in the rendered app.properties (default: the overlay's)")
+    p.add_argument("--membership", choices=("static", "dynamic"),
+                   help="static (the manifests' group.instance.id = pod name, default) or dynamic")
     p.add_argument("--timeout", type=float, help=f"seconds per wait (default: {Settings.timeout:g})")
     p.add_argument("--out", required=True, help="directory for the JSON results, plots and table")
     p.add_argument("--work-dir", help="claims, logs (default: a new temporary directory)")
@@ -62,7 +64,8 @@ def settings_of(args: argparse.Namespace) -> Settings:
     s = replace(SMOKE if args.smoke else Settings(), engine=args.engine, protocol=args.protocol)
     for field, value in (("query_rate", args.query_rate), ("ingest_rate", args.ingest_rate),
                          ("quiet_s", args.quiet), ("steady_s", args.steady), ("guarantee", args.guarantee),
-                         ("timeout", args.timeout), ("session_timeout_ms", args.session_timeout_ms)):
+                         ("timeout", args.timeout), ("session_timeout_ms", args.session_timeout_ms),
+                         ("membership", args.membership)):
         if value is not None:
             s = replace(s, **{field: value})
     return s

@@ -10,8 +10,8 @@ import time
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from devtools.cluster import WORDS
 from examples.wordcount import split_words
+from instance.local.cluster import WORDS
 
 
 class Ingest(threading.Thread):

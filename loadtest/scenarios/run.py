@@ -53,19 +53,20 @@ class Settings:
     session_timeout_ms: int | None = None
     timeout: float = 300.0
     overlay: str = "dev"
+    #: "static" (the manifests: group.instance.id = pod name) or "dynamic" (that flag dropped)
+    membership: str = "static"
 
 
 class WallEvents(EventLog):
     """EventLog with wall-clock times too (the load generator is another process)."""
 
-    def __call__(self, event: str, pod: str, detail: str) -> None:
-        super().__call__(event, pod, detail)
-        self.events[-1]["wall"] = time.time()
+    def extra(self) -> dict[str, Any]:
+        return {"wall": time.time()}
 
 
 def patched(rendered: Rendered, settings: Settings) -> Rendered:
-    """The rendering with the scenario's properties: the processing guarantee, and replication
-    factor 1 on a single Apache Kafka broker (the overlay asks for 3)."""
+    """The rendering with the scenario's properties: the processing guarantee, replication
+    factor 1 on a single Apache Kafka broker (the overlay asks for 3), dynamic membership if asked."""
     docs = [copy.deepcopy(d) for d in rendered.docs]
     for d in docs:
         if d["kind"] == "ConfigMap" and "app.properties" in (d.get("data") or {}):
@@ -77,6 +78,9 @@ def patched(rendered: Rendered, settings: Settings) -> Rendered:
             if settings.engine == "kafka":
                 text = re.sub(r"(?m)^replication\.factor=.*$", "replication.factor=1", text)
             d["data"]["app.properties"] = text
+        if d["kind"] == "StatefulSet" and settings.membership == "dynamic":
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                c["args"] = [a for a in c.get("args", []) if not a.startswith("--config=group.instance.id=")]
     return Rendered(tuple(docs))
 
 
@@ -90,7 +94,7 @@ class Broker:
 
     def start(self) -> None:
         if self.engine == "kafka":
-            from devtools import kafka_broker
+            from instance.local import kafka_broker
 
             kafka_broker.HOST = NODE_IP  # in the simulator's own network namespace only
             kafka_broker.start_broker(self.data_dir, port=self.port)
@@ -101,7 +105,7 @@ class Broker:
 
     def stop(self) -> None:
         if self.engine == "kafka":
-            from devtools import kafka_broker
+            from instance.local import kafka_broker
 
             kafka_broker.stop_broker(self.data_dir)
         elif self.proc is not None:
@@ -124,8 +128,8 @@ class Scenario:
 
     # -- set-up -----------------------------------------------------------------------------------
     def _cluster(self) -> StatefulSetSim:
-        from devtools.cluster import ensure_topic
         from examples.wordcount import INPUT_TOPIC
+        from instance.local.cluster import ensure_topic
 
         self.net.setup()
         self.net.set_name(self.bootstrap.rsplit(":", 1)[0], [NODE_IP])
@@ -147,7 +151,7 @@ class Scenario:
         return p
 
     def _gateway(self, seed: str, token: str) -> str:
-        from devtools.broker import free_port
+        from instance.local.broker import free_port
 
         port = free_port()
         self._spawn([sys.executable, "-m", "instance.cli", "gateway", "--seeds", seed, "--port", str(port),

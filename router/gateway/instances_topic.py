@@ -1,25 +1,22 @@
-"""A read-only follower of the instances topic (``<application.id>-iqmesh-instances``), for a
-gateway started with ``--bootstrap``: it learns every instance's endpoint, state and heartbeat
-the way the instances learn each other's, and publishes nothing.
-
-Like the instances' own reader it fetches only when the end offset moved: the dev broker answers
-idle fetches in a tight loop (docs/architecture.md).
+"""The gateway's thread around the instances-topic follower (router/instances_follower.py), for a
+gateway started with ``--bootstrap``: it learns every instance's endpoint, state and heartbeat the
+way the instances learn each other's, and publishes nothing. When the topic cannot be read it says
+why (``problem``), once and then at most every 30 s (discovery_problem.py).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 
 from instance.runtime.kafka_log import client_logging
-from instance.runtime.metadata_service import metadata_topic
 from router.gateway.discovery_problem import ProblemLog, describe
-from router.metadata import ClusterView, InstanceInfo
+from router.instances_follower import InstancesFollower, ViewWriter
+from router.metadata import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -31,62 +28,29 @@ class InstancesTopicReader(threading.Thread):
                  kafka: Mapping[str, str] | None = None) -> None:
         super().__init__(name="gateway-instances-topic", daemon=True)
         self.view = view
-        self.loaded = threading.Event()
         self._interval = interval_s
         self._stopping = threading.Event()
-        self._tp = TopicPartition(metadata_topic(application_id), 0)
-        self._consumer = Consumer({
+        self._follower = InstancesFollower({
             "bootstrap.servers": bootstrap, "group.id": f"{application_id}-gateway-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "client.id": "iqmesh-gateway", **client_logging(), **(kafka or {})})
-        self._consumer.assign([TopicPartition(self._tp.topic, 0, OFFSET_BEGINNING)])
-        self._consumer.pause([self._tp])
-        self._position = 0
+            "enable.auto.commit": False, "client.id": "iqmesh-gateway", **client_logging(), **(kafka or {})},
+            application_id, ViewWriter(view))
+        self.loaded = self._follower.loaded
         self._where = (bootstrap, application_id)
         #: why no instance is known, when the topic cannot be read (``problem.current``)
         self.problem = ProblemLog(log)
 
     def run(self) -> None:
+        topic = self._follower.topic
         while not self._stopping.is_set():
             try:
-                self._catch_up()
+                self._follower.catch_up(self._stopping)
                 self.problem.clear()
             except KafkaException as e:
-                self.problem.report(describe(e, self._tp.topic, *self._where))
+                self.problem.report(describe(e, topic, *self._where))
             except Exception:
-                log.exception("reading %s failed", self._tp.topic)
+                log.exception("reading %s failed", topic)
             self._stopping.wait(self._interval)
-        self._consumer.close()
-
-    def _catch_up(self) -> None:
-        _, high = self._consumer.get_watermark_offsets(self._tp, timeout=2)
-        if high <= self._position:
-            self.loaded.set()
-            return
-        self._consumer.resume([self._tp])
-        deadline = time.monotonic() + 2.0
-        try:
-            while self._position < high and time.monotonic() < deadline and not self._stopping.is_set():
-                for m in self._consumer.consume(num_messages=1000, timeout=0.1):
-                    offset = m.offset()
-                    if m.error() is not None or offset is None:
-                        continue
-                    self._position = offset + 1
-                    self._apply(m.key(), m.value())
-        finally:
-            self._consumer.pause([self._tp])
-        if self._position >= high:
-            self.loaded.set()
-
-    def _apply(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None:
-            return
-        if value is None:
-            self.view.remove(key.decode())
-            return
-        try:
-            self.view.update(InstanceInfo.from_json(value))
-        except Exception:
-            log.warning("ignoring malformed instance metadata for %r", key)
+        self._follower.close()
 
     def stop(self) -> None:
         self._stopping.set()

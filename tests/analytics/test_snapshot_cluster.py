@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from analytics.snapshot import SnapshotOptions
 from analytics.snapshot.job import run_snapshot
-from devtools.cluster import LocalCluster, produce, sample_lines
+from instance.local.cluster import LocalCluster, produce, sample_lines
 from router.client import QueryClient
 from router.partitioner import default_partition
 from router.tokens import PositionToken

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from devtools import engines
+from devtools.suite_broker import suite_engine
 from instance.runtime.broker_kind import describes_itself_as_kafka, membership_assist
 from router.partitioner import default_partition
 
@@ -30,7 +30,7 @@ def _on_dev_broker() -> bool:
     """The suite's own broker is known by its engine; an external one is asked, as the runtime asks."""
     external = os.environ.get("IQMESH_BOOTSTRAP")
     if not external:
-        return engines.test_engine() == "dev"
+        return suite_engine() == "dev"
     return not describes_itself_as_kafka(AdminClient({"bootstrap.servers": external}))
 
 

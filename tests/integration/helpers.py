@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 
-from devtools.cluster import LocalCluster, ensure_topic
+from instance.local.cluster import LocalCluster, ensure_topic
 from router.client import QueryClient
 
 APP = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py")

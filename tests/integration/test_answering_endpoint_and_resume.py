@@ -22,9 +22,9 @@ import grpc
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from devtools.broker import free_port
-from devtools.cluster import LocalCluster, produce
 from instance.app_loader import load_topology
+from instance.local.broker import free_port
+from instance.local.cluster import LocalCluster, produce
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.server.servicer import QueryServer
 from router.application_guard import APPLICATION_HEADER

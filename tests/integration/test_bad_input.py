@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from devtools.cluster import LocalCluster, ensure_topic
+from instance.local.cluster import LocalCluster, ensure_topic
 from router.client import QueryClient
 
 pytestmark = pytest.mark.integration

@@ -17,15 +17,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from devtools import engines, kafka_broker
-from devtools.cluster import produce, sample_lines
+from devtools.suite_broker import suite_engine
+from instance.local import kafka_broker
+from instance.local.cluster import produce, sample_lines
 from router.client import QueryClient
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 from tests.integration.test_crash_recovery import wait_for_counts
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(engines.test_engine() != "kafka" or bool(os.environ.get("IQMESH_BOOTSTRAP")),
+    pytest.mark.skipif(suite_engine() != "kafka" or bool(os.environ.get("IQMESH_BOOTSTRAP")),
                        reason="starts a three-node Apache Kafka of its own (IQMESH_BROKER=kafka)"),
 ]
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from devtools import engines
-from devtools.cluster import produce, sample_lines
+from devtools.suite_broker import suite_engine
+from instance.local import engines
+from instance.local.cluster import produce, sample_lines
 from router.client import QueryClient
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 from tests.integration.test_crash_recovery import wait_for_counts
@@ -30,7 +31,7 @@ LINES = 6_000
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_broker_stops_and_comes_back(tmp_path: Path, unique: str, guarantee: str) -> None:
-    engine = engines.test_engine()
+    engine = suite_engine()
     if os.environ.get("IQMESH_BOOTSTRAP"):
         pytest.skip("stops and restarts a broker of its own; IQMESH_BOOTSTRAP names one it cannot restart")
     if engine == "dev":

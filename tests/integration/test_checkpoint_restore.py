@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.cluster import LocalCluster, ensure_topic, produce
+from instance.local.cluster import LocalCluster, ensure_topic, produce
 from router.client import QueryClient
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from devtools.broker import free_port
-from instance.cli import parser
+from instance.cli.main import parser
+from instance.local.broker import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.broker import free_port
+from instance.local.broker import free_port
 from loadtest.chaos import run_scenario
 from loadtest.chaos.report import describe, log_excerpt
 from loadtest.chaos.result import AT_LEAST_ONCE, EXACTLY_ONCE_V2

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.cluster import LocalCluster, produce, sample_lines
+from instance.local.cluster import LocalCluster, produce, sample_lines
 from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

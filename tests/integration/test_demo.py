@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.broker import free_port
+from instance.local.broker import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from devtools.cluster import LocalCluster, ensure_topic, produce
+from instance.local.cluster import LocalCluster, ensure_topic, produce
 from router.client import QueryClient
 from tests.integration.helpers import wait_until
 

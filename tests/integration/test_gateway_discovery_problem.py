@@ -10,7 +10,7 @@ import time
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from devtools.broker import free_port
+from instance.local.broker import free_port
 from router.gateway import GatewayConfig
 from router.gateway.app import create_app
 from router.gateway.context import GATEWAY

@@ -16,9 +16,9 @@ from typing import Any
 import grpc
 import pytest
 
-from devtools.broker import free_port
-from devtools.cluster import ensure_topic, produce
-from devtools.gateway import GatewayProcess
+from instance.local.broker import free_port
+from instance.local.cluster import ensure_topic, produce
+from instance.local.gateway import GatewayProcess
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.serde import StringSerde
 from instance.server.servicer import QueryServer

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from devtools.cluster import ensure_topic, produce
+from instance.local.cluster import ensure_topic, produce
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.states import State
 from instance.serde import StringSerde

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from devtools.broker import free_port
-from devtools.cluster import produce
+from instance.local.broker import free_port
+from instance.local.cluster import produce
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
-from devtools.cluster import ensure_topic
+from instance.local.cluster import ensure_topic
 from loadtest.peers import kstreams
 from loadtest.proc_usage import run_measured
 from tests.integration.helpers import word_counts

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from instance.health_probe import check
+from instance.cli.health_probe import check
 from instance.server.servicer import LIVENESS
 from router.security import Security
 from tests.integration.helpers import wait_until, wordcount_cluster

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from devtools.cluster import ensure_topic
+from instance.local.cluster import ensure_topic
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.states import State
 from instance.serde import StringSerde

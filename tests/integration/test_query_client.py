@@ -23,7 +23,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from devtools.cluster import produce, sample_lines
+from instance.local.cluster import produce, sample_lines
 from router.async_client import AsyncQueryClient
 from router.client import QueryClient
 from router.rpc import iqmesh_pb2 as pb

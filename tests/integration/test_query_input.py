@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
-from devtools.cluster import LocalCluster, produce
+from instance.local.cluster import LocalCluster, produce
 from router.client import QueryClient
 from router.query_keys import MAX_QUERY_KEY_BYTES
 from router.rpc import iqmesh_pb2 as pb

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from devtools.broker import free_port
+from instance.local.broker import free_port
 
 pytestmark = pytest.mark.integration
 

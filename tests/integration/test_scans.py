@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 import pytest
 
-from devtools.cluster import produce, sample_lines
+from instance.local.cluster import produce, sample_lines
 from router.client import QueryClient
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_pages import Scan

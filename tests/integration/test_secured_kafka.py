@@ -16,17 +16,22 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from devtools import engines, kafka_broker
-from devtools.broker import free_port
-from devtools.cluster import produce, sample_lines
+from devtools.suite_broker import suite_engine
+from instance.local import kafka_broker
+from instance.local.broker import free_port
+from instance.local.cluster import produce, sample_lines
+from instance.runtime.group_admin import GroupMember, remove_members
+from instance.runtime.wire_auth import BrokerAuth
 from router.client import QueryClient
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 from tests.integration.test_crash_recovery import wait_for_counts
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(engines.test_engine() != "kafka" or bool(os.environ.get("IQMESH_BOOTSTRAP")),
+    pytest.mark.skipif(suite_engine() != "kafka" or bool(os.environ.get("IQMESH_BOOTSTRAP")),
                        reason="starts a SASL_SSL Apache Kafka of its own (IQMESH_BROKER=kafka)"),
 ]
 
@@ -109,8 +114,32 @@ def test_word_count_queries_watch_gateway_and_snapshot_on_sasl_ssl(tmp_path: Pat
             assert got == dict(truth)
         finally:
             cluster.stop()
+        _a_static_member_is_removed_over_sasl_ssl(bootstrap, kafka, unique)
     finally:
         if gateway is not None:
             gateway.terminate()
             gateway.wait(30)
         kafka_broker.stop_broker(broker_dir)
+
+
+def _a_static_member_is_removed_over_sasl_ssl(bootstrap: str, kafka: dict[str, str], unique: str) -> None:
+    """The admin request confluent-kafka lacks (remove members, used when a StatefulSet is scaled
+    in: instance/runtime/departure.py) speaks TLS and SCRAM with the same settings."""
+    group, topic = f"static-{unique}", f"static-{unique}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, **kafka})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, **kafka, "group.id": group,
+                         "group.instance.id": "pod-0-1", "session.timeout.ms": 60000})
+    consumer.subscribe([topic])
+    wait_until(lambda: consumer.poll(0.5) is None and bool(consumer.assignment()), 60, "the static member's assignment")
+    consumer.close()  # a static member sends no LeaveGroup: the group keeps it for session.timeout.ms
+
+    def members() -> list[str]:
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        return [m.group_instance_id for m in described.members]
+
+    assert members() == ["pod-0-1"]
+    errors = remove_members(bootstrap, group, [GroupMember("", "", "pod-0-1", "")],
+                            auth=BrokerAuth.from_client_config(kafka))
+    assert errors == {"pod-0-1": "NONE"}, errors
+    wait_until(lambda: members() == [], 30, "the static member removed")

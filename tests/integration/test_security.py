@@ -24,8 +24,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from devtools.broker import free_port
-from devtools.cluster import produce, sample_lines
+from instance.local.broker import free_port
+from instance.local.cluster import produce, sample_lines
 from router.async_client import AsyncQueryClient
 from router.client import QueryClient
 from router.rpc import iqmesh_pb2 as pb

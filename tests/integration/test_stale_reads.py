@@ -8,7 +8,7 @@ import time
 import grpc
 import pytest
 
-from devtools.cluster import produce
+from instance.local.cluster import produce
 from router.client import QueryClient
 from router.tokens import PositionToken
 from tests.integration.helpers import wait_until, wordcount_cluster

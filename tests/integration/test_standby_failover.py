@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from devtools.cluster import produce, sample_lines
+from instance.local.cluster import produce, sample_lines
 from router.client import QueryClient
 from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
 

@@ -28,7 +28,7 @@ import grpc
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from devtools.cluster import LocalCluster, produce
+from instance.local.cluster import LocalCluster, produce
 from router.async_client import AsyncQueryClient
 from router.client import QueryClient
 from router.watch_client import OWNER_CHANGED, RECONNECTED, Change, RoutingChange, Watch

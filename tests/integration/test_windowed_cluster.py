@@ -15,7 +15,7 @@ import grpc
 import pytest
 from confluent_kafka import Producer
 
-from devtools.cluster import LocalCluster, ensure_topic
+from instance.local.cluster import LocalCluster, ensure_topic
 from router.client import QueryClient
 
 pytestmark = pytest.mark.integration

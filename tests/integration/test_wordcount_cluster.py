@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from devtools.cluster import LocalCluster, ensure_topic, produce, sample_lines
+from instance.local.cluster import LocalCluster, ensure_topic, produce, sample_lines
 from router.client import QueryClient
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """What ``iqmesh run`` makes of a command line, without running it: the settings as cmd_run builds
-them (instance/cli.py: the properties file, then --config, then the flags, then application.server
+them (instance/cli/options.py: the properties file, then --config, then the flags, then application.server
 from --advertised-host/--grpc-port). Imports only the iqmesh distribution, so it also runs as a
 script in a venv holding just the wheel:
 
@@ -12,16 +12,18 @@ import argparse
 import json
 import sys
 
-from instance import cli
 from instance.app_loader import load_topology
+from instance.cli import run
+from instance.cli.main import parser
+from instance.cli.options import build_properties
 from instance.config import StreamsConfig
 
 
 def run_config(argv: list[str]) -> tuple[argparse.Namespace, StreamsConfig]:
-    args = cli.parser().parse_args(argv)
-    if args.func is not cli.cmd_run:
+    args = parser().parse_args(argv)
+    if args.func is not run.cmd_run:
         raise SystemExit(f"not an `iqmesh run` command line: {argv}")
-    props = cli.build_properties(args, {
+    props = build_properties(args, {
         "application.id": args.application_id, "client.id": args.instance_id,
         "bootstrap.servers": args.bootstrap, "state.dir": args.state_dir,
     })
@@ -35,4 +37,4 @@ if __name__ == "__main__":
     load_topology(a.app)  # the application the pod names is importable
     out = {k: v for k, v in config.to_properties().items() if k != "iqmesh.auth.token"}
     print(json.dumps({"config": out, "instance_id": config.instance_id, "listen_host": config.listen_host,
-                      "instance_module": cli.__file__}))
+                      "instance_module": run.__file__}))

@@ -100,7 +100,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 if f.is_file() and not _ignored(rel, patterns):
                     (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, ctx / rel)
-    assert (ctx / "instance" / "cli.py").exists() and not (ctx / "tests").exists()
+    assert (ctx / "instance" / "cli" / "main.py").exists() and not (ctx / "tests").exists()
     assert not list(ctx.rglob("__pycache__"))
     out = tmp_path_factory.mktemp("wheels")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",

@@ -12,10 +12,12 @@ import pytest
 
 from analytics.snapshot.options import add_arguments as snapshot_arguments
 from analytics.snapshot.options import options_from_args
-from instance import cli
 from instance.app_loader import load_topology
-from instance.config import load_properties_file
-from instance.health_probe import main as probe_main
+from instance.cli.gateway import cmd_gateway
+from instance.cli.health_probe import main as probe_main
+from instance.cli.main import parser
+from instance.cli.options import client_security
+from instance.properties_file import load_properties_file
 from instance.server.servicer import LIVENESS
 from loadtest.k8s_sim.manifests import Rendered, container, pod_template
 from tests.k8s.conftest import K8S, OVERLAYS, RENDERINGS, WITH_COMPONENTS
@@ -103,8 +105,16 @@ def test_statefulset_policy(renderings: dict[str, Rendered], name: str) -> None:
     assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
     assert headless["selector"] == INSTANCE_LABELS
     assert [p["port"] for p in headless["ports"]] == [grpc_port(r)]
-    # non-root, no service account token
-    assert pod["securityContext"]["runAsNonRoot"] is True and pod["automountServiceAccountToken"] is False
+    # non-root; a service account token that can read this StatefulSet and nothing else
+    # (instance/runtime/departure.py tells a scale-in from a restart with it)
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["automountServiceAccountToken"] is True
+    account = pod["serviceAccountName"]
+    assert r.get("ServiceAccount", account)["automountServiceAccountToken"] is False
+    binding = next(d for d in r.docs if d["kind"] == "RoleBinding"
+                   and any((x["kind"], x["name"]) == ("ServiceAccount", account) for x in d["subjects"]))
+    role = r.get("Role", binding["roleRef"]["name"])
+    assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["statefulsets"],
+                              "resourceNames": [s["metadata"]["name"]], "verbs": ["get"]}]
 
 
 @pytest.mark.parametrize("name", RENDERINGS)
@@ -120,7 +130,7 @@ def test_every_container_has_requests_and_limits(renderings: dict[str, Rendered]
 @pytest.mark.parametrize("name", RENDERINGS)
 def test_probes_point_at_the_health_service(renderings: dict[str, Rendered], name: str, tmp_path: Path) -> None:
     """Startup and readiness ask grpc.health.v1 on the query port (natively, or through
-    instance.health_probe when the server serves TLS only); liveness asks the liveness service
+    instance.cli.health_probe when the server serves TLS only); liveness asks the liveness service
     (readiness is NOT_SERVING while rebalancing or restoring, no reason to restart); the startup
     probe leaves at least 10 minutes for a restore."""
     r = renderings[name]
@@ -130,19 +140,19 @@ def test_probes_point_at_the_health_service(renderings: dict[str, Rendered], nam
         probe = c[kind]
         if config.security.server_tls:
             command = probe["exec"]["command"]
-            assert command[:3] == ["python", "-m", "instance.health_probe"], command
+            assert command[:3] == ["python", "-m", "instance.cli.health_probe"], command
             assert "grpc" not in probe
         else:
             assert probe["grpc"]["port"] == port and probe["grpc"].get("service", "") == ""
     live = c["livenessProbe"]
     if config.security.server_tls:
-        assert live["exec"]["command"][:3] == ["python", "-m", "instance.health_probe"], live
+        assert live["exec"]["command"][:3] == ["python", "-m", "instance.cli.health_probe"], live
         assert f"--service={LIVENESS}" in live["exec"]["command"] and "grpc" not in live
     else:
         assert live["grpc"] == {"port": port, "service": LIVENESS}
     startup = c["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
-    # an exec probe targets the query port (instance.health_probe's default unless --target says)
+    # an exec probe targets the query port (instance.cli.health_probe's default unless --target says)
     if config.security.server_tls:
         command = c["readinessProbe"]["exec"]["command"]
         targets = [a.split("=", 1)[1] for a in command if a.startswith("--target=")]
@@ -250,9 +260,9 @@ def test_gateway_runs_what_iqmesh_gateway_parses(renderings: dict[str, Rendered]
     r = renderings[name]
     gw = r.get("Deployment", "iqmesh-gateway")
     argv, _ = pod_argv(r, gw, "gateway", "iqmesh-gateway-abc", tmp_path)
-    args = cli.parser().parse_args(argv[1:])
-    assert args.func is cli.cmd_gateway and args.host == "0.0.0.0"
-    security = cli._client_security(args)
+    args = parser().parse_args(argv[1:])
+    assert args.func is cmd_gateway and args.host == "0.0.0.0"
+    security = client_security(args)
     assert security.token
     seed = f"iqmesh-query.{r.namespace}.svc.cluster.local:{grpc_port(r)}"
     assert args.seeds == seed

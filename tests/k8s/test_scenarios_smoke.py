@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from devtools import engines
+from devtools.suite_broker import suite_engine
 from loadtest.k8s_sim.manifests import kubectl
 from loadtest.k8s_sim.namespace import can_isolate
 from loadtest.scenarios import SCENARIOS
@@ -30,7 +30,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
             pytest.fail(f"the scenarios cannot run under CI=true: {why}")
         pytest.skip(f"the scenarios cannot run here: {why}")
     out, work = tmp_path_factory.mktemp("scenarios"), tmp_path_factory.mktemp("scenarios-work")
-    engine = engines.test_engine()
+    engine = suite_engine()
     proc = subprocess.run([sys.executable, "-m", "loadtest.scenarios", "--smoke", "--engine", engine,
                            "--out", str(out), "--work-dir", str(work)],
                           capture_output=True, text=True, timeout=2400, cwd=K8S.parent)
@@ -72,6 +72,17 @@ def test_no_query_fails_in_the_steady_state(results: dict[str, dict[str, Any]]) 
     load = results["steady"]["load"]
     assert load["failed"] == 0, load["errors"]
     assert load["stale_flagged"] == 0
+
+
+@pytest.mark.parametrize("scenario", ["rolling-update", "kill", "scale"])
+def test_no_query_fails_while_pods_are_replaced_restarted_added_or_removed(results: dict[str, dict[str, Any]],
+                                                                           scenario: str) -> None:
+    """Stale reads allowed, a pod away is answered for by its standby; once it is back (at a new
+    address after a replacement) its peers and the client reach it again at once; and pods removed
+    by a scale-in leave the group at once (their StatefulSet no longer counts them), so their
+    partitions move without waiting for session.timeout.ms."""
+    load = result(results, scenario)["load"]
+    assert load["failed"] == 0, (load["errors"], load["error_examples"])
 
 
 def test_kill_restarts_the_container_in_its_pod(results: dict[str, dict[str, Any]]) -> None:

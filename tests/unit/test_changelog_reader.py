@@ -7,114 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-
 from instance.runtime import changelog_reader
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.serde.serdes import StringSerde
 from instance.state.checkpoint import write_checkpoint
-from instance.state.source_offsets import HEADER
 from instance.state.spec import StoreSpec
 from router.task_id import TaskId
+from tests.unit.kafka_fakes import FakeConsumer
 
 APP = "app"
 SPEC = StoreSpec("counts", StringSerde(), StringSerde())
 SOURCE = "input"
 TopicPart = tuple[str, int]
-
-
-@dataclass
-class _Msg:
-    _topic: str
-    _partition: int
-    _offset: int
-    _key: bytes
-    _value: bytes | None
-    _headers: list[tuple[str, bytes]] | None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return self._key
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._offset)  # CreateTime: the offset, so a test can tell it arrived
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def headers(self) -> list[tuple[str, bytes]] | None:
-        return self._headers
-
-    def error(self) -> None:
-        return None
-
-
-@dataclass
-class FakeConsumer:
-    """Partition logs by offset (gaps: transaction markers), positions, pauses (paused partitions
-    are kept paused across assign(), as librdkafka does)."""
-
-    logs: dict[TopicPart, dict[int, _Msg]] = field(default_factory=dict)
-    ends: dict[TopicPart, int] = field(default_factory=dict)
-    positions: dict[TopicPart, int] = field(default_factory=dict)
-    paused: set[TopicPart] = field(default_factory=set)
-    consumed: int = 0
-
-    def append(self, tp: TopicPart, key: str, value: str, src: int | None = None, gap: int = 0) -> None:
-        off = self.ends.get(tp, 0)
-        headers = None if src is None else [(HEADER, b"%d %s" % (src, SOURCE.encode()))]
-        self.logs.setdefault(tp, {})[off] = _Msg(tp[0], tp[1], off, key.encode(), value.encode(), headers)
-        self.ends[tp] = off + 1 + gap
-
-    def assign(self, tps: list[TopicPartition]) -> None:
-        """As librdkafka: a partition the application paused stays paused across assignments."""
-        self.positions = {(t.topic, t.partition): 0 if t.offset == OFFSET_BEGINNING else t.offset for t in tps}
-
-    def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition(t, p) for t, p in self.positions]
-
-    def pause(self, tps: list[TopicPartition]) -> None:
-        self.paused |= {(t.topic, t.partition) for t in tps}
-
-    def resume(self, tps: list[TopicPartition]) -> None:
-        self.paused -= {(t.topic, t.partition) for t in tps}
-
-    def seek(self, tp: TopicPartition) -> None:
-        self.positions[(tp.topic, tp.partition)] = tp.offset
-
-    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
-        return [TopicPartition(t.topic, t.partition, self.positions[(t.topic, t.partition)]) for t in tps]
-
-    def get_watermark_offsets(self, tp: TopicPartition, timeout: float | None = None,
-                              cached: bool = False) -> tuple[int, int]:
-        return 0, self.ends.get((tp.topic, tp.partition), 0)
-
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
-        out: list[Any] = []
-        for tp, pos in self.positions.items():
-            if tp in self.paused:
-                continue
-            end = self.ends.get(tp, 0)
-            while pos < end and len(out) < num_messages:
-                m = self.logs.get(tp, {}).get(pos)
-                pos += 1
-                if m is not None:
-                    out.append(m)
-            self.positions[tp] = pos
-        self.consumed += 1
-        return out
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass(eq=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.broker import free_port
+from instance.local.broker import free_port
 
 
 def iqmesh(*args: str) -> tuple[int, str]:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from instance.config import StreamsConfig, load_properties_file
+from instance.config import StreamsConfig
 from instance.errors import ConfigException
+from instance.properties_file import load_properties_file
 
 BASE = {"application.id": "my-app", "bootstrap.servers": "127.0.0.1:9092"}
 

@@ -14,7 +14,7 @@ import grpc
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from devtools.broker import free_port
+from instance.local.broker import free_port
 from router.gateway import GatewayConfig, create_app
 from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery

@@ -110,12 +110,12 @@ def test_decode_find_coordinator_v0_and_v1() -> None:
 
 
 def test_decode_leave_group_per_version() -> None:
-    assert decode_leave_group(struct.pack(">h", 25), 0) == (25, {})
-    assert decode_leave_group(struct.pack(">ih", 0, 0), 2) == (0, {})
+    assert decode_leave_group(struct.pack(">h", 25), 0) == (25, [])
+    assert decode_leave_group(struct.pack(">ih", 0, 0), 2) == (0, [])
     v3 = struct.pack(">ihi", 0, 0, 2) + s16("m-1") + s16(None) + struct.pack(">h", 0) \
         + s16("m-2") + s16("inst-2") + struct.pack(">h", 82)
-    assert decode_leave_group(v3, 3) == (0, {"m-1": 0, "m-2": 82})
-    assert decode_leave_group(struct.pack(">ihi", 0, 16, 0), 3) == (16, {})
+    assert decode_leave_group(v3, 3) == (0, [("m-1", None, 0), ("m-2", "inst-2", 82)])
+    assert decode_leave_group(struct.pack(">ihi", 0, 16, 0), 3) == (16, [])
 
 
 def test_truncated_response_is_a_group_admin_error() -> None:
@@ -151,3 +151,17 @@ def test_unreachable_broker_raises_naming_broker_and_group() -> None:
         remove_members(f"127.0.0.1:{port}", "my-group", [DYNAMIC], timeout=2.0)
     assert f"127.0.0.1:{port}" in str(caught.value) and "my-group" in str(caught.value)
     assert isinstance(caught.value, StreamsException)
+
+
+def test_a_static_member_named_by_instance_id_is_matched_as_either_broker_answers() -> None:
+    from instance.runtime.group_admin import GroupMember, _answer_for
+
+    asked = [GroupMember("", "", "pod-3-1", ""), GroupMember("", "", "pod-4-1", "")]
+    # Apache Kafka echoes what was asked (member id "", the instance id)
+    kafka = [("", "pod-4-1", 0), ("", "pod-3-1", 25)]
+    assert [_answer_for(m, i, kafka, 2) for i, m in enumerate(asked)] == [25, 0]
+    # the dev broker answers under the member ids it had, without the instance ids, in request order
+    dev = [("c-1-abc", None, 0), ("c-2-def", None, 25)]
+    assert [_answer_for(m, i, dev, 2) for i, m in enumerate(asked)] == [0, 25]
+    # a member named by its member id is only ever matched by it
+    assert _answer_for(GroupMember("m-9", "", None, ""), 0, dev[:1], 1) is None

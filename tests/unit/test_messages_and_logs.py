@@ -12,8 +12,8 @@ import grpc
 import pytest
 from confluent_kafka import Producer
 
-from devtools.broker import free_port
 from instance.errors import UnknownStateStoreException
+from instance.local.broker import free_port
 from instance.runtime.kafka_log import KAFKA_LOGGER, client_logging
 from instance.server.status import to_status
 from router.echo import ECHO_CHARS, MAX_MESSAGE_CHARS, clip, echo

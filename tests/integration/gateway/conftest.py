@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from devtools.cluster import LocalCluster, produce, sample_lines
-from devtools.gateway import GatewayProcess
+from instance.local.cluster import LocalCluster, produce, sample_lines
+from instance.local.gateway import GatewayProcess
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 
 

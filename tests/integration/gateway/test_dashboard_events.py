@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from devtools.cluster import produce, sample_lines
-from devtools.gateway import GatewayProcess
+from instance.local.cluster import produce, sample_lines
+from instance.local.gateway import GatewayProcess
 from tests.integration.gateway.conftest import ARTIFACTS, headless_screenshot
 from tests.integration.helpers import wait_until, wordcount_cluster
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from devtools.gateway import GatewayProcess
+from instance.local.gateway import GatewayProcess
 from router.tokens import PositionToken
 from tests.integration.gateway.conftest import GatewayCluster, ndjson
 
@@ -171,7 +171,7 @@ def test_seeds_and_an_unreachable_entry(gateway_cluster: GatewayCluster, tmp_pat
     """Started with --seeds whose first instance cannot be reached, the gateway asks the next one
     and then learns every instance from the routing table."""
     gc = gateway_cluster
-    from devtools.broker import free_port
+    from instance.local.broker import free_port
 
     dead = f"127.0.0.1:{free_port()}"
     gw = GatewayProcess("", "", tmp_path / "seeds-gateway.log", seeds=[dead, gc.cluster.instances[1].target])

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from devtools.cluster import produce
+from instance.local.cluster import produce
 from tests.integration.gateway.conftest import GatewayCluster
 from tests.integration.helpers import wait_until
 

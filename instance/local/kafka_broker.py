@@ -1,6 +1,6 @@
 """Apache Kafka itself as a local broker: resolved from Maven Central, KRaft, one or three nodes.
 
-The release is pinned in ``devtools/kafka/pom.xml`` and resolved once with Maven
+The release is pinned in ``instance/local/kafka/pom.xml`` and resolved once with Maven
 (``dependency:copy-dependencies``) into ``$IQMESH_CACHE`` (default ``~/.cache/iqmesh``); later starts
 run ``java -cp`` on that folder and touch no network. Each node is a combined broker + controller
 (``process.roles=broker,controller``) with a static voter set, formatted once with Kafka's
@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from devtools.broker import HOST, STATE_FILE, BrokerError, BrokerHandle, free_port, wait_for_broker
+from instance.local.broker import HOST, STATE_FILE, BrokerError, BrokerHandle, free_port, wait_for_broker
 
 __all__ = [
     "KAFKA_VERSION",

@@ -18,7 +18,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from devtools.broker import free_port
+from instance.local.broker import free_port
 from instance.runtime.kafka_log import client_logging
 from router.security import Security
 

@@ -14,11 +14,12 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from instance.cli.options import CommandFactory
 from instance.serde import Serde, serde_by_name
 
 #: serdes the commands take by name (Kafka's StringSerde, LongSerde, IntegerSerde, our JsonSerde,
@@ -26,8 +27,6 @@ from instance.serde import Serde, serde_by_name
 SERDES = ("string", "long", "int", "json", "bytes")
 #: seconds a broker has to answer an admin request
 ADMIN_TIMEOUT_S = 10.0
-
-CommandFactory = Callable[[str, str], argparse.ArgumentParser]
 
 
 class KafkaCommandError(Exception):

@@ -4,12 +4,11 @@ directory, so only ``start`` is told which one."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from devtools import broker as dev
-from devtools import kafka_broker as kafka
-from devtools.broker import BrokerError, BrokerHandle
+from instance.local import broker as dev
+from instance.local import kafka_broker as kafka
+from instance.local.broker import BrokerError, BrokerHandle
 
 ENGINES = ("dev", "kafka")
 
@@ -34,10 +33,3 @@ def stop(data_dir: Path) -> bool:
 def status(data_dir: Path) -> BrokerHandle | None:
     return kafka.broker_status(data_dir) or dev.broker_status(data_dir)
 
-
-def test_engine() -> str:
-    """The engine the test suite starts (``IQMESH_BROKER``, default ``dev``)."""
-    engine = os.environ.get("IQMESH_BROKER", "dev").strip().lower() or "dev"
-    if engine not in ENGINES:
-        raise BrokerError(f"IQMESH_BROKER={engine!r}: choose one of {', '.join(ENGINES)}")
-    return engine

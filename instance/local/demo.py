@@ -26,9 +26,9 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from devtools import broker as devbroker
-from devtools.cluster import LocalCluster, ensure_topic, produce, sample_lines
-from devtools.gateway import GatewayProcess
+from instance.local import broker as devbroker
+from instance.local.cluster import LocalCluster, ensure_topic, produce, sample_lines
+from instance.local.gateway import GatewayProcess
 from instance.runtime.kafka_log import client_logging
 from router.client import QueryClient
 

@@ -1,4 +1,4 @@
-"""``python -m instance.health_probe``: one gRPC health check (grpc.health.v1), exit status 0 when
+"""``python -m instance.cli.health_probe``: one gRPC health check (grpc.health.v1), exit status 0 when
 SERVING, 1 otherwise; for Kubernetes exec probes.
 
 Kubernetes' native ``grpc:`` probe dials without TLS, so it cannot check a query server that serves
@@ -17,8 +17,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from instance import config_providers
-from instance.config import load_properties_file
 from instance.errors import ConfigException
+from instance.properties_file import load_properties_file
 from router.security import Security
 
 SERVER_NAME_ENV = "IQMESH_ADVERTISED_HOST"
@@ -44,7 +44,7 @@ def check(target: str, security: Security, server_name: str = "", service: str =
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m instance.health_probe", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m instance.cli.health_probe", description=__doc__.split("\n\n")[0])
     p.add_argument("--target", default="127.0.0.1:50051", help="HOST:PORT of the query server")
     p.add_argument("--config-file", help="properties file with iqmesh.tls.* (the instance's own)")
     p.add_argument("--server-name", default=os.environ.get(SERVER_NAME_ENV, ""),

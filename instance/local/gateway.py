@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devtools.broker import free_port
+from instance.local.broker import free_port
 
 
 @dataclass
