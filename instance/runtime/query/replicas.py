@@ -28,7 +28,7 @@ def read_partition(managers: Iterable[TaskManager], changelog: str | None, store
             for tid, task in tm.tasks.items():
                 if tid.partition != partition or store not in task.stores:
                     continue
-                if tp is not None and tid in tm.restoring:
+                if tp is not None and task.lifecycle.restoring:
                     got = run(task.stores[store]) if allow_stale else None
                     pos = task.state.changelog_offsets.get(tp, -1)
                     pos, end = tm.restorer.progress(task).get(tp, (pos, pos))
