@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from devtools.cluster import ensure_topic, produce
 from instance.errors import UnknownStateStoreException
+from instance.local.cluster import ensure_topic, produce
 from instance.runtime.kafka_streams import KafkaStreams, State
 from instance.runtime.query import (
     FailureReason,
