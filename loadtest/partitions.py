@@ -113,6 +113,7 @@ def _progress(streams: Any, input_topic: str) -> tuple[int, int]:
 def worker(args: argparse.Namespace) -> int:
     from instance.config import StreamsConfig
     from instance.runtime.kafka_streams import KafkaStreams
+    from instance.runtime.query import KeyQuery, StateQueryRequest
 
     os.environ["WORDCOUNT_INPUT_TOPIC"] = args.topic
     os.environ["WORDCOUNT_OUTPUT_TOPIC"] = f"{args.topic}-counts"
@@ -152,7 +153,7 @@ def worker(args: argparse.Namespace) -> int:
     wrong = {}
     if t_words:
         for word, want in checks.items():
-            got = streams.read_local(wordcount.STORE, word).value
+            got = streams.query(StateQueryRequest(wordcount.STORE, KeyQuery(word))).only_partition_result().result
             if got != want:
                 wrong[word] = (got, want)
     error = streams.last_error

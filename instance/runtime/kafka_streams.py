@@ -8,15 +8,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka.admin import AdminClient
 
 from instance.config import StreamsConfig
 from instance.errors import (
+    BadRequest,
     IllegalStateException,
-    InvalidStateStoreException,
     StreamsNotStartedException,
     UnknownStateStoreException,
 )
@@ -27,6 +26,8 @@ from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.membership import MembershipCoordinator
 from instance.runtime.metadata_service import MetadataService, ensure_metadata_topic
 from instance.runtime.metrics import MetricName, Metrics
+from instance.runtime.query import StateQueryRequest, StateQueryResult
+from instance.runtime.query.execute import execute
 from instance.runtime.query_counters import QueryCounters
 from instance.runtime.reachability import admin_client, check_reachable
 from instance.runtime.restore import StateRestoreListener
@@ -52,6 +53,7 @@ from router.partitioner import default_partition
 from router.task_id import TaskId
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 class StreamThreadExceptionResponse(enum.Enum):
@@ -63,23 +65,6 @@ class StreamThreadExceptionResponse(enum.Enum):
 
 
 UncaughtExceptionHandler = Callable[[BaseException], StreamThreadExceptionResponse]
-
-
-@dataclass(frozen=True)
-class LocalRead:
-    """A value read from a local store, with what the reply's read metadata needs."""
-
-    found: bool
-    value: Any
-    partition: int
-    role: str          # ACTIVE | RESTORING | STANDBY | GLOBAL
-    position: int      # changelog offset the replica reflects (-1: not logged); GLOBAL: see global_replica
-    end_offset: int
-    catching_up: bool = False  # active, reprocessing input its previous owner had processed
-
-    @property
-    def lag(self) -> int:
-        return max(0, self.end_offset - self.position) if self.position >= 0 else 0
 
 
 class KafkaStreams:
@@ -265,7 +250,7 @@ class KafkaStreams:
         restoring: list[TaskId] = []
         standby: list[TaskId] = []
         stores: list[StorePartitionInfo] = []
-        for tm in self._task_managers():
+        for tm in self.task_managers():
             with tm.lock:
                 for tid, task in list(tm.tasks.items()):
                     is_restoring = tid in tm.restoring
@@ -293,7 +278,7 @@ class KafkaStreams:
             active_tasks=tuple(sorted(active)),
             standby_tasks=tuple(sorted(standby)),
             restoring_tasks=tuple(sorted(restoring)),
-            assignment_version=sum(tm.assignment_version for tm in self._task_managers()),
+            assignment_version=sum(tm.assignment_version for tm in self.task_managers()),
             assigned_at_ms=self._assigned_at_ms,
             heartbeat_ms=int(time.time() * 1000),
             stores=tuple(stores),
@@ -334,11 +319,11 @@ class KafkaStreams:
         alive = [t for t in list(self.threads) if t.is_alive()]
         out: Metrics = {MetricName("alive-stream-threads", "stream-metrics", (("client-id", self.instance_id),),
                                    "The current number of alive stream threads"): float(len(alive))}
-        for tm in self._task_managers():
+        for tm in self.task_managers():
             out.update(tm.metrics.metrics())
         return out
 
-    def _task_managers(self) -> list[TaskManager]:
+    def task_managers(self) -> list[TaskManager]:
         return [t.tasks for t in list(self.threads) if t.tasks is not None]
 
     def _changelog_tp(self, store: str, partition: int) -> tuple[str, int] | None:
@@ -359,7 +344,7 @@ class KafkaStreams:
             return
         self._next_cleanup = now + self.config.state_cleanup_delay_ms / 1000.0
         owned: set[str] = set()
-        for tm in self._task_managers():
+        for tm in self.task_managers():
             with tm.lock:
                 owned.update(str(tid) for tid in tm.tasks)
                 owned.update(str(tid) for tid in tm.standby.tasks)
@@ -433,7 +418,7 @@ class KafkaStreams:
 
     def store_tasks(self, store: str) -> tuple[int, int]:
         """(sub-topology, number of partitions) of ``store``: the tasks a scan of it covers. A
-        global store has none (ValueError: callers answer it with :meth:`global_replica`)."""
+        global store has none (ValueError: :meth:`query` answers it as one partition)."""
         if store not in self.topology.stores:
             if self.is_global_store(store):
                 raise ValueError(f"store {store!r} is global: it has no partitions to route to")
@@ -470,75 +455,31 @@ class KafkaStreams:
         md = self.view.key_query_metadata(sub, partition)
         return md if md.available else NOT_AVAILABLE
 
-    def read_local(self, store: str, key: Any, partition: int | None = None) -> LocalRead:
-        """Read ``key`` from this instance's replica of its partition (active first, then a
-        standby), or raise InvalidStateStoreException if there is none here. ``partition``: the
-        key's, when the caller computed it already."""
-        if not self.state.is_running_or_rebalancing():
-            raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
-        if partition is None:
-            _, partition = self.store_partition(store, key)
-        value, role, position, end, catching_up = self.local_replica(store, partition,
-                                                                     lambda kv: kv.query_get(key))
-        return LocalRead(value is not None, value, partition, role, position, end, catching_up)
+    def query(self, request: StateQueryRequest[R]) -> StateQueryResult[R]:
+        """Kafka Streams' IQv2 ``query``: ``request`` answered by this instance's replicas, a
+        result per partition with the replica that answered or why it refused
+        (instance/runtime/query). Raises for the request as a whole: unknown store, not started,
+        a query the store cannot answer."""
+        return execute(self, request)
 
-    def local_replica(self, store: str, partition: int, read: Callable[[Any], Any] | None = None
-                      ) -> tuple[Any, str, int, int, bool]:
-        """This instance's replica of ``store`` partition (active first, then a standby) for a
-        query: (store, role, position, end offset, catching up); InvalidStateStoreException if
-        there is none here. The store answers ``query_get``, ``range`` and ``all``; with ``read``,
-        ``read(store)`` comes first instead, read before the position is taken."""
-        if not self.state.is_running_or_rebalancing():
-            raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
-        for tm in self._task_managers():
-            found = tm.local_store(store, partition, read)
-            if found is not None:
-                return found
-        raise InvalidStateStoreException(
-            f"store {store!r} partition {partition} is not hosted on this instance (migrated?)")
-
-    def global_replica(self, store: str, read: Callable[[Any], Any] | None = None) -> tuple[Any, int, int]:
-        """This instance's copy of global store ``store`` for a query: (store, position, end
-        offset); with ``read``, ``read(store)`` instead of the store, read after the position is
-        taken (so the answer reflects at least that position). The position is the sum over the
-        store's topic partitions of the next offset applied; the end offset the sum of the ends
-        the global thread last saw (refreshed as it polls). Raises StreamsNotStartedException
-        before start() and while the global thread is still loading the store (UNAVAILABLE),
-        InvalidStateStoreException once the instance is shutting down or failed."""
-        g_store = self.topology.global_stores.get(store)
-        if g_store is None:
-            raise self._unknown(store)
-        if self.state is State.CREATED:
-            raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
-        if not self.state.is_running_or_rebalancing():
-            raise InvalidStateStoreException(f"cannot query: instance state is {self.state.name}")
-        g = self.global_thread
-        if g is None:
-            raise StreamsNotStartedException(
-                f"global store {store!r} is not queryable yet: the global thread is still loading it "
-                f"(instance state {self.state.name}); retry once the instance is RUNNING")
-        offsets = dict(g.state.changelog_offsets)  # written by the global thread: one C-level copy
-        ends = g.progress()
-        position = end = 0
-        for tp, pos in offsets.items():
-            if tp[0] == g_store.topic:
-                position += pos
-                end += max(pos, ends.get(tp, (pos, pos))[1])
-        kv = g.stores[store]
-        return (kv if read is None else read(kv)), position, end
-
-    def read_global(self, store: str, key: Any) -> LocalRead:
-        """Read ``key`` from this instance's copy of global store ``store`` (partition 0, role
-        GLOBAL; see :meth:`global_replica`)."""
-        value, position, end = self.global_replica(store, lambda kv: kv.query_get(key))
-        return LocalRead(value is not None, value, 0, "GLOBAL", position, end)
-
-    def parse_key(self, store: str, text: str) -> Any:
+    def query_key(self, store: str, text: str = "", raw: bytes = b"") -> tuple[Any, bytes]:
+        """A query's key of ``store`` and its serialized bytes, each computed once: from ``raw``
+        bytes (checked against the store's key serde), else parsed from ``text``. BadRequest for
+        what is not a key of that serde."""
         serde = self.store_spec(store).key_serde
+        if raw:
+            try:
+                return serde.deserialize(raw), raw
+            except Exception as e:
+                raise BadRequest(f"raw key {echo(raw)} is not a {serde.name} key: {e}") from None
         try:
-            return serde.parse(text)
+            key = serde.parse(text)
         except Exception as e:
-            raise ValueError(f"key {echo(text)} is not a valid {serde.name} key: {clip(str(e), 200)}") from e
+            raise BadRequest(f"key {echo(text)} is not a valid {serde.name} key: {clip(str(e), 200)}") from e
+        kb = serde.serialize(key)
+        if kb is None:
+            raise BadRequest("key must not be None")
+        return key, kb
 
 
-__all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse", "LocalRead"]
+__all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse"]

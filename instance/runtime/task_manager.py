@@ -5,9 +5,9 @@ the group assigns partitions (ActiveTaskCreator; their stores restored by the th
 reader, each task's state in its lifecycle: runtime/task_state.py), closes them on revocation,
 hands consumed records to them, commits through the TaskCommitter (which raises
 TaskMigratedException when the group moved on: the stream thread handles it), keeps the standby
-replicas the placement asks for (StandbyTaskCreator, StandbyTasks), and answers which local replica
-serves a query. The stream thread only loops; the consumer it owns is lent here for commits and
-pauses.
+replicas the placement asks for (StandbyTaskCreator, StandbyTasks; which replica answers a query:
+runtime/query/replicas.py). The stream thread only loops; the consumer it owns is lent here for
+commits and pauses.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from instance.runtime.task import StreamTask, system_clock_ms
 from instance.runtime.task_committer import TaskCommitter
 from instance.runtime.task_state import TaskState
 from instance.runtime.task_timeout import retrying
-from instance.state.kv_store import KeyValueStore
 from instance.topology.topology import Topology
 from router.task_id import TaskId
 
@@ -304,33 +303,6 @@ class TaskManager:
         """Hold exactly the ``wanted`` standbys (those not active here)."""
         with self.lock:
             self.standby.hold({tid for tid in wanted if tid not in self.tasks}, self.standby_creator.create)
-
-    # -- queries ----------------------------------------------------------------------------------------
-    def local_store(self, store: str, partition: int, read: Callable[[KeyValueStore], Any] | None = None
-                    ) -> tuple[Any, str, int, int, bool] | None:
-        """(store, role, changelog position, end offset, catching up) of this thread's replica;
-        with ``read``, ``read(store)`` instead of the store, the position taken after it (an active's
-        position counts what its cache holds: see ProcessorStateManager.position)."""
-        changelog = self.layout.changelogs.get(store)
-        tp = (changelog, partition) if changelog else None
-        with self.lock:
-            for tid, task in self.tasks.items():
-                if tid.partition == partition and store in task.stores:
-                    kv = task.stores[store]
-                    got = kv if read is None else read(kv)
-                    if tid in self.restoring and tp is not None:
-                        pos = task.state.changelog_offsets.get(tp, -1)
-                        pos, end = self.restorer.progress(task).get(tp, (pos, pos))
-                        return got, "RESTORING", pos, end, True
-                    pos = task.state.position(tp) if tp else -1
-                    return got, "ACTIVE", pos, pos, bool(task.catch_up_to)
-            for tid, sb in self.standby.tasks.items():
-                if tid.partition == partition and store in sb.stores:
-                    kv = sb.stores[store]
-                    got = kv if read is None else read(kv)
-                    pos, end = self.restorer.progress(sb).get(tp, (-1, -1)) if tp else (-1, -1)
-                    return got, "STANDBY", pos, end, False
-        return None
 
 
 def _consume_error(m: Any) -> None:

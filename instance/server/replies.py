@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
+from instance.serde import Serde
 from router.instance_state import State
 from router.local_read import LocalReplica
 from router.rpc import iqmesh_pb2 as pb
@@ -40,3 +42,20 @@ def read_metadata(store: str, replica: LocalReplica, served_by: str, endpoint: s
         partition=replica.partition, position=replica.position, end_offset=replica.end_offset, lag=replica.lag,
         stale=replica.is_stale(instance_state),
         position_token=position_token(store, replica.partition, replica.position))
+
+
+def scan_entry(value_serde: Serde, with_json: bool) -> Callable[[bytes, Any, Any, int], pb.ScanEntry]:
+    """What a scan page's entries are built with: ``entry(key_bytes, key, value, partition)``
+    (value None: a MULTI_GET key not found), JSON text too with ``with_json``."""
+    vs = value_serde.serialize
+
+    def entry(kb: bytes, key: Any, value: Any, partition: int) -> pb.ScanEntry:
+        e = pb.ScanEntry(key=kb, partition=partition, found=value is not None)
+        if value is not None:
+            e.value = vs(value)  # type: ignore[assignment]
+        if with_json:
+            e.key_json = value_to_json(key)
+            if value is not None:
+                e.value_json = value_to_json(value)
+        return e
+    return entry

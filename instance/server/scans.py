@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
-from instance.errors import BadRequest, InvalidStateStoreException, caller_input
+from instance.errors import BadRequest, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
-from instance.server.replies import read_metadata
-from instance.server.scan_local import read_page
+from instance.runtime.query import RangePageQuery
+from instance.server.local_query import ask_local
+from instance.server.replies import scan_entry
 from router.channels import ChannelPool
-from router.echo import echo
 from router.forward import forward_scan, hop_timeout
-from router.local_read import LocalReplica, Role, check_local_read
 from router.options import QueryOptions
 from router.page_token import PageToken, resume_after
+from router.partitioner import default_partition
 from router.query_router import QueryRouter
 from router.rpc import iqmesh_pb2 as pb
 from router.scan_query import ScanKind
@@ -60,19 +60,16 @@ class ScanService:
         maps: BadRequest, UnknownStateStoreException, UnavailableError."""
         streams = self.streams
         with caller_input():
-            parsed = parse_request(request, lambda text: self._key_bytes(request.store, text))
+            parsed = parse_request(request, lambda text: streams.query_key(request.store, text)[1])
         query = parsed.query
         store = query.store
         is_global = streams.is_global_store(store)
         spec = streams.store_spec(store)  # raises for an unknown store
-        if is_global:
-            streams.global_replica(store)  # refused as a whole while the global thread loads it
-            sub, n = -1, 1  # the whole store is one partition, answered here
-        else:
-            sub, n = streams.store_tasks(store)
+        # a global store is one partition, answered here (refused as a whole while it loads)
+        sub, n = (-1, 1) if is_global else streams.store_tasks(store)
         if query.kind is ScanKind.MULTI_GET:
             for kb in query.keys:
-                self._check_key(store, kb)
+                streams.query_key(store, raw=kb)  # a raw key must be a key of the store's serde
         partitions = self._partitions(parsed, n)
         limit = page_limit(parsed.scan.limit)
         with caller_input():
@@ -82,12 +79,18 @@ class ScanService:
                                          o.position)
         router = QueryRouter(streams.view, streams.instance_id)
         local_state = streams.state
+        page_query = RangePageQuery(query, after, limit, spec.key_serde,
+                                    scan_entry(spec.value_serde, parsed.scan.with_json),
+                                    (lambda kb: 0) if is_global else (lambda kb: default_partition(kb, n)))
+
+        def read_local(p: int) -> Page:
+            page, meta = ask_local(streams, store, page_query, p, options)
+            return PartitionPage(p, page.entries, page.more, meta)
 
         def read(p: int) -> Page:
             if is_global:
-                return self._read_global(parsed, after, limit, options)
-            return router.route(store, TaskId(sub, p), options,
-                                lambda: self._read_local(parsed, after, p, limit, options),
+                return read_local(0)
+            return router.route(store, TaskId(sub, p), options, lambda: read_local(p),
                                 lambda endpoint: self._forward(endpoint, parsed, after, p, limit, time_remaining),
                                 forwarded=parsed.forwarded, local_state=local_state)
 
@@ -100,21 +103,6 @@ class ScanService:
         return list(replies(header, merged, token))
 
     # -- parts ---------------------------------------------------------------------------------
-    def _key_bytes(self, store: str, text: str) -> bytes:
-        key = self.streams.parse_key(store, text)
-        kb = self.streams.store_spec(store).key_serde.serialize(key)
-        if kb is None:
-            raise BadRequest("key must not be null")
-        return kb
-
-    def _check_key(self, store: str, kb: bytes) -> None:
-        """A raw key must be a key of the store's serde (a MultiGet looks each one up)."""
-        serde = self.streams.store_spec(store).key_serde
-        try:
-            serde.deserialize(kb)
-        except Exception as e:
-            raise BadRequest(f"raw key {echo(kb)} is not a {serde.name} key: {e}") from None
-
     def _partitions(self, parsed: ParsedScan, n: int) -> list[int]:
         """The partitions this request covers: those named (a forwarded scan must name them), else
         all of the store's; a MULTI_GET only those holding one of its keys."""
@@ -126,45 +114,8 @@ class ScanService:
             raise BadRequest(f"partitions {bad} out of range: store {parsed.query.store!r} has {n}")
         wanted = set(named) if named else set(range(n))
         if parsed.query.kind is ScanKind.MULTI_GET and not self.streams.is_global_store(parsed.query.store):
-            wanted &= {self.streams.key_bytes_partition(parsed.query.store, kb) for kb in parsed.query.keys}
+            wanted &= {default_partition(kb, n) for kb in parsed.query.keys}
         return sorted(wanted)
-
-    def _read_local(self, parsed: ParsedScan, after: bytes | None, partition: int, limit: int,
-                    options: QueryOptions) -> Page:
-        streams = self.streams
-        store = parsed.query.store
-        try:
-            kv, role, position, end, catching_up = streams.local_replica(store, partition)
-        except InvalidStateStoreException as e:
-            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
-        replica = LocalReplica(Role(role), partition, position, end, catching_up)
-        check_local_read(store, replica, options)
-        spec = streams.topology.stores[store]
-        try:
-            entries, more = read_page(kv, spec.key_serde, spec.value_serde, parsed.query, after, partition, limit,
-                                      parsed.scan.with_json, lambda kb: streams.key_bytes_partition(store, kb))
-        except InvalidStateStoreException as e:  # closed while we read (migrated)
-            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
-        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state)
-        return PartitionPage(partition, entries, more, meta)
-
-    def _read_global(self, parsed: ParsedScan, after: bytes | None, limit: int, options: QueryOptions) -> Page:
-        """The page of a global store: from this instance's whole copy, as partition 0."""
-        streams = self.streams
-        store = parsed.query.store
-        kv, position, end = streams.global_replica(store)
-        replica = LocalReplica(Role.GLOBAL, 0, position, end)
-        check_local_read(store, replica, options)
-        spec = streams.store_spec(store)
-        try:
-            entries, more = read_page(kv, spec.key_serde, spec.value_serde, parsed.query, after, 0, limit,
-                                      parsed.scan.with_json, lambda kb: 0)
-        except InvalidStateStoreException as e:  # closed while we read (shutting down)
-            raise UnavailableError(UnavailableReason.NOT_AVAILABLE, str(e)) from e
-        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state)
-        return PartitionPage(0, entries, more, meta)
 
     def _forward(self, endpoint: str, parsed: ParsedScan, after: bytes | None, partition: int, limit: int,
                  time_remaining: Callable[[], float | None]) -> Page:
@@ -172,8 +123,8 @@ class ScanService:
         MULTI_GET with its keys only), resumed by a token of that query."""
         query = parsed.query
         if query.kind is ScanKind.MULTI_GET:
-            query = query.with_keys(k for k in query.keys
-                                    if self.streams.key_bytes_partition(query.store, k) == partition)
+            n = self.streams.store_tasks(query.store)[1]
+            query = query.with_keys(k for k in query.keys if default_partition(k, n) == partition)
         token = "" if after is None else PageToken(query.fingerprint(), after).encode()
         scan = pb.ScanOptions(limit=limit, page_token=token, with_json=parsed.scan.with_json,
                               partitions=[partition])

@@ -14,20 +14,21 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from instance.config import LISTEN_HOST
-from instance.errors import BadRequest, InvalidStateStoreException, caller_input
+from instance.errors import BadRequest, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
+from instance.runtime.query import KeyQuery, WindowKeyQuery, WindowRangeQuery
+from instance.runtime.query.request import check_store_kind
 from instance.runtime.query_counters import QuerySlot
 from instance.server.describe import InputLagReader, topology_reply
-from instance.server.replies import read_metadata, value_to_json
+from instance.server.local_query import ask_local
+from instance.server.replies import value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
 from instance.server.strict_handlers import strict_handler
 from instance.server.watch import WatchService
 from router.application_guard import ApplicationInterceptor
 from router.channels import ChannelPool
-from router.echo import echo
 from router.forward import forward_fetch, forward_get, hop_timeout
-from router.local_read import LocalReplica, Role, check_local_read
 from router.metadata import InstanceCounters
 from router.options import QueryOptions
 from router.partitioner import default_partition
@@ -39,7 +40,6 @@ from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.scan_wire import ScanRequest
 from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 from router.task_id import TaskId
-from router.unavailable import UnavailableError, UnavailableReason
 
 log = logging.getLogger(__name__)
 #: threads reading the partitions of scans in parallel (locally or one hop away)
@@ -126,32 +126,26 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             raise BadRequest("store must be given")
         with caller_input():
             check_query_key(request.raw_key or request.key)
-        if streams.is_global_store(store):
-            return self._get_global(request, slot)
-        # the key is parsed, serialized and partitioned once per Get (the hot path)
-        sub, partitions = streams.store_tasks(store)  # raises for an unknown store / not started
-        key_serde = streams.topology.stores[store].key_serde
-        key_bytes: bytes | None
-        with caller_input():
-            if request.raw_key:
-                key_bytes = request.raw_key
-                key = key_serde.deserialize(key_bytes)
-            else:
-                key = streams.parse_key(store, request.key)
-                key_bytes = key_serde.serialize(key)
-            if key_bytes is None:
-                raise BadRequest("key must not be None")
-            options = _options_of(request)
-        partition = default_partition(key_bytes, partitions)
         forwarded = request.forwarded
+        task: TaskId | None = None
+        if streams.is_global_store(store):  # every instance holds it whole: answered here, never forwarded
+            key, _ = streams.query_key(store, request.key, request.raw_key)
+        else:
+            key, task = self._place(store, request.key, request.raw_key)
+        partition = 0 if task is None else task.partition
+        with caller_input():
+            options = _options_of(request)
 
         def answer_local() -> pb.GetReply:
-            reply = self._answer_local(store, key, partition, options)
+            value, meta = ask_local(streams, store, KeyQuery(key), partition, options)
             if forwarded:
                 slot.gets_routed += 1
             else:
                 slot.gets_local += 1
-            return reply
+            return self._get_reply(store, value, meta)
+
+        if task is None:
+            return answer_local()
 
         def forward(endpoint: str) -> pb.GetReply:
             reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
@@ -159,51 +153,21 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             return reply
 
         router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, None if forwarded else TaskId(sub, partition), options, answer_local, forward,
+        return router.route(store, None if forwarded else task, options, answer_local, forward,
                             forwarded=forwarded, local_state=streams.state)
 
-    def _get_global(self, request: pb.GetRequest, slot: QuerySlot) -> pb.GetReply:
-        """A Get of a global store: answered here from this instance's whole copy (every instance
-        holds one, as in Kafka Streams), never forwarded."""
-        store = request.store
-        serde = self.streams.store_spec(store).key_serde
-        with caller_input():
-            if request.raw_key:
-                try:
-                    key = serde.deserialize(request.raw_key)
-                except Exception as e:
-                    raise BadRequest(f"raw key {echo(request.raw_key)} is not a {serde.name} key: {e}") from None
-            else:
-                key = self.streams.parse_key(store, request.key)
-            if key is None:
-                raise BadRequest("key must not be None")
-            options = _options_of(request)
-        reply = self._answer_local(store, key, 0, options)
-        if request.forwarded:
-            slot.gets_routed += 1
-        else:
-            slot.gets_local += 1
-        return reply
+    def _place(self, store: str, text: str, raw: bytes) -> tuple[Any, TaskId]:
+        """A request's key and the task holding it: parsed, serialized and hashed once (the hot path)."""
+        sub, partitions = self.streams.store_tasks(store)  # raises for an unknown store / not started
+        key, key_bytes = self.streams.query_key(store, text, raw)
+        return key, TaskId(sub, default_partition(key_bytes, partitions))
 
-    def _answer_local(self, store: str, key: Any, partition: int, options: QueryOptions) -> pb.GetReply:
-        """``key`` from this instance's replica of ``partition`` (a global store: its whole copy)."""
-        streams = self.streams
-        if streams.is_global_store(store):
-            read = streams.read_global(store, key)  # bootstrapping: StreamsNotStartedException (UNAVAILABLE)
-        else:
-            try:
-                read = streams.read_local(store, key, partition)
-            except InvalidStateStoreException as e:
-                raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
-        replica = LocalReplica(Role(read.role), read.partition, read.position, read.end_offset, read.catching_up)
-        check_local_read(store, replica, options)
-        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state)
-        spec = streams.store_spec(store)
-        reply = pb.GetReply(found=read.found, metadata=meta, value_serde=spec.value_serde.name)
-        if read.found:
-            reply.value_json = value_to_json(read.value)
-            reply.value = spec.value_serde.serialize(read.value)  # type: ignore[assignment]
+    def _get_reply(self, store: str, value: Any, meta: pb.ReadMetadata) -> pb.GetReply:
+        value_serde = self.streams.store_spec(store).value_serde
+        reply = pb.GetReply(found=value is not None, metadata=meta, value_serde=value_serde.name)
+        if value is not None:
+            reply.value_json = value_to_json(value)
+            reply.value = value_serde.serialize(value)  # type: ignore[assignment]
         return reply
 
     def WindowFetch(self, request: pb.WindowFetchRequest, context: grpc.ServicerContext) -> pb.WindowFetchReply:
@@ -225,59 +189,31 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         if not request.store:
             raise BadRequest("store must be given")
         store = request.store
-        spec = streams.topology.stores.get(store)
-        if spec is None and streams.is_global_store(store):
-            spec = streams.store_spec(store)  # a key-value store: refused just below
-        kind = "window" if isinstance(request, pb.WindowFetchRequest) else "session"
-        if spec is not None and spec.kind != kind:
-            raise BadRequest(f"store {store!r} is a {spec.kind} store, not a {kind} store")
+        query: WindowKeyQuery | WindowRangeQuery
+        window = isinstance(request, pb.WindowFetchRequest)
+        check_store_kind(store, streams.store_spec(store), "window" if window else "session")
+        key, task = self._place(store, request.key, request.raw_key)
+        if isinstance(request, pb.WindowFetchRequest):
+            query = WindowKeyQuery(key, request.time_from, request.time_to)
+        else:
+            query = WindowRangeQuery(key)
         with caller_input():
-            key = (spec.key_serde.deserialize(request.raw_key) if spec and request.raw_key
-                   else streams.parse_key(store, request.key))
             options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
-        if key is None:
-            raise BadRequest("key must not be None")
 
         def answer_local() -> pb.WindowFetchReply:
-            return self._fetch_local(request, key, options)
+            windows, meta = ask_local(streams, store, query, task.partition, options)
+            vs = streams.topology.stores[store].value_serde
+            return pb.WindowFetchReply(
+                windows=[pb.WindowEntry(start=s, end=e, value=vs.serialize(v) or b"", value_json=value_to_json(v))
+                         for s, e, v in windows],
+                metadata=meta, value_serde=vs.name)
 
         def forward(endpoint: str) -> pb.WindowFetchReply:
             return forward_fetch(self.pool, endpoint, request, hop_timeout(time_remaining()))
 
-        task = None
-        if not request.forwarded:
-            streams.query_metadata_for_key(store, key)
-            task = TaskId(*streams.store_partition(store, key))
         router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, task, options, answer_local, forward, forwarded=request.forwarded,
-                            local_state=streams.state)
-
-    def _fetch_local(self, request: pb.WindowFetchRequest | pb.SessionFetchRequest, key: Any,
-                     options: QueryOptions) -> pb.WindowFetchReply:
-        streams = self.streams
-        store = request.store
-        _, partition = streams.store_partition(store, key)
-
-        def read(local: Any) -> list[tuple[int, int, Any]]:  # before the position is taken
-            if isinstance(request, pb.WindowFetchRequest):
-                size = local.window_size_ms
-                return [(s, s + size, v) for s, v in local.fetch(key, request.time_from, request.time_to)]
-            return [(w.window.start, w.window.end, v) for w, v in local.fetch(key)]
-
-        try:
-            windows, role, position, end, catching_up = streams.local_replica(store, partition, read)
-        except InvalidStateStoreException as e:
-            raise UnavailableError(UnavailableReason.NOT_ACTIVE, str(e)) from e
-        replica = LocalReplica(Role(role), partition, position, end, catching_up)
-        check_local_read(store, replica, options)
-        spec = streams.topology.stores[store]
-        vs = spec.value_serde.serialize
-        meta = read_metadata(store, replica, streams.instance_id, streams.config.application_server,
-                             streams.state)
-        return pb.WindowFetchReply(
-            windows=[pb.WindowEntry(start=s, end=e, value=vs(v) or b"", value_json=value_to_json(v))
-                     for s, e, v in windows],
-            metadata=meta, value_serde=spec.value_serde.name)
+        return router.route(store, None if request.forwarded else task, options, answer_local, forward,
+                            forwarded=request.forwarded, local_state=streams.state)
 
     def Metrics(self, request: pb.MetricsRequest, context: grpc.ServicerContext) -> pb.MetricsReply:
         streams = self.streams

@@ -127,22 +127,15 @@ def plan_watch(streams: KafkaStreams, request: pb.WatchRequest) -> tuple[WatchPl
 
 
 def _key_bytes(streams: KafkaStreams, store: str, k: pb.Key, what: str) -> bytes:
-    spec = streams.topology.stores[store]
     which = k.WhichOneof("kind")
     if which == "raw":
         check_query_key(k.raw, what)
         if what == "key":
-            try:
-                spec.key_serde.deserialize(k.raw)
-            except Exception as e:
-                raise BadRequest(f"raw key {k.raw[:40]!r} is not a {spec.key_serde.name} key: {e}") from None
+            streams.query_key(store, raw=k.raw)  # a raw key must be a key of the store's serde
         return k.raw
     if which == "text":
         check_query_key(k.text, what)
-        kb = spec.key_serde.serialize(streams.parse_key(store, k.text))
-        if kb is None:
-            raise BadRequest("key must not be null")
-        return kb
+        return streams.query_key(store, k.text)[1]
     raise BadRequest(f"{what}: a key needs text or raw bytes")
 
 

@@ -1,4 +1,4 @@
-"""QueryRouter over a ClusterView built from InstanceInfo values; local checks; position tokens."""
+"""QueryRouter over a ClusterView built from InstanceInfo values; query options; position tokens."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from instance.runtime.query import FailureReason
+from instance.runtime.query.execute import replica_refusal
 from router.instance_state import State
-from router.local_read import LocalReplica, Role, check_local_read
+from router.local_read import LocalReplica, Role
 from router.metadata import ClusterView, InstanceInfo, StorePartitionInfo
 from router.options import QueryOptions
 from router.query_router import Candidate, QueryRouter
@@ -179,8 +181,11 @@ def test_position_bound_not_reached_is_not_up_to_bound() -> None:
     view = view_of(info("me", active=True), info("b", standby=True))
 
     def answer_local() -> str:
-        check_local_read(STORE, LocalReplica(Role.ACTIVE, TASK.partition, 100, 100), options)
-        return "local"
+        assert options.bound is not None
+        replica = LocalReplica(Role.ACTIVE, TASK.partition, 100, 100)
+        refused = replica_refusal(STORE, replica, True, None, options.bound.offset)
+        assert refused is not None and refused[0] is FailureReason.NOT_UP_TO_BOUND
+        raise UnavailableError(R.NOT_UP_TO_BOUND, refused[1])
 
     def forward(endpoint: str) -> str:
         raise UnavailableError(R.NOT_ACTIVE, "the standby is not there any more")
@@ -236,34 +241,7 @@ def test_other_errors_end_routing() -> None:
     assert asked == ["a:9000"]
 
 
-# --- local checks -----------------------------------------------------------------------------
-
-
-def test_local_checks() -> None:
-    def check(role: Role, position: int, end: int, options: QueryOptions, partition: int = 3) -> R | None:
-        try:
-            check_local_read(STORE, LocalReplica(role, partition, position, end), options)
-        except UnavailableError as e:
-            return e.reason
-        return None
-
-    stale = QueryOptions(allow_stale=True)
-    assert check(Role.ACTIVE, 10, 10, QueryOptions()) is None
-    assert check(Role.STANDBY, 10, 10, QueryOptions()) is R.NOT_ACTIVE
-    assert check(Role.RESTORING, 5, 10, QueryOptions()) is R.REBALANCING
-    assert check(Role.STANDBY, 10, 10, stale) is None
-    assert check(Role.RESTORING, 5, 10, stale) is None
-    assert check(Role.STANDBY, 5, 10, QueryOptions(allow_stale=True, max_lag=4)) is R.NO_REPLICA_WITHIN_LAG
-    assert check(Role.STANDBY, 5, 10, QueryOptions(allow_stale=True, max_lag=5)) is None
-    assert check(Role.ACTIVE, -1, 10, QueryOptions(max_lag=0)) is None  # not logged: no lag
-    bounded = QueryOptions(bound=PositionToken(STORE, 3, 11))
-    assert check(Role.ACTIVE, 10, 10, bounded) is R.NOT_UP_TO_BOUND
-    assert check(Role.ACTIVE, 11, 11, bounded) is None
-    assert check(Role.ACTIVE, 10, 10, bounded, partition=4) is None  # the bound is per partition
-    replica = LocalReplica(Role.ACTIVE, 3, 10, 10)
-    assert not replica.is_stale(State.RUNNING) and replica.is_stale(State.REBALANCING)
-    assert LocalReplica(Role.ACTIVE, 3, 9, 10).is_stale(State.RUNNING)
-    assert LocalReplica(Role.STANDBY, 3, 10, 10).is_stale(State.RUNNING)
+# --- options and tokens -----------------------------------------------------------------------
 
 
 def test_query_options_parse() -> None:

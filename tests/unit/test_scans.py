@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from instance.runtime.query.scan_page import read_page
 from instance.serde import JsonSerde, LongSerde, Serde, StringSerde
-from instance.server.scan_local import read_page
+from instance.server.replies import scan_entry
 from instance.server.scans import page_limit, replies
 from router.page_token import MAX_PAGE_TOKEN_CHARS, PageToken, resume_after
 from router.partitioner import default_partition
@@ -67,7 +68,8 @@ def page_of(stores: list[FakeStore], serde: Serde, query: ScanQuery, after: byte
     def read(p: int) -> PartitionPage[pb.ScanEntry, str]:
         if p in down:
             raise UnavailableError(R.NOT_ACTIVE, f"partition {p} down", tried=("x",))
-        entries, more = read_page(stores[p], serde, LongSerde(), query, after, p, limit, False, partition_of)
+        entries, more = read_page(stores[p], serde, query, after, p, limit, partition_of,
+                                  scan_entry(LongSerde(), False))
         return PartitionPage(p, entries, more, f"meta{p}")
     return merge(scatter(range(N), read), limit)
 
@@ -183,7 +185,7 @@ def test_read_page_bounds_limit_and_more() -> None:
     every = [w.encode() for w in expected(lambda w: True)]
 
     def page(q: ScanQuery, after: bytes | None = None, limit: int = 100) -> tuple[list[bytes], bool]:
-        entries, more = read_page(store, s, LongSerde(), q, after, 0, limit, False, lambda kb: 0)
+        entries, more = read_page(store, s, q, after, 0, limit, lambda kb: 0, scan_entry(LongSerde(), False))
         return keys_of(entries), more
 
     assert page(ScanQuery(STORE, ScanKind.ALL)) == (every, False)
@@ -205,8 +207,8 @@ def test_read_page_bounds_limit_and_more() -> None:
 
 def test_read_page_values_and_json() -> None:
     s = StringSerde()
-    entries, _ = read_page(FakeStore(s, {"k": 7}), s, LongSerde(), ScanQuery(STORE, ScanKind.ALL), None, 2, 10,
-                           True, lambda kb: 2)
+    entries, _ = read_page(FakeStore(s, {"k": 7}), s, ScanQuery(STORE, ScanKind.ALL), None, 2, 10, lambda kb: 2,
+                           scan_entry(LongSerde(), True))
     (e,) = entries
     assert (e.key, LongSerde().deserialize(e.value), e.found, e.partition) == (b"k", 7, True, 2)
     assert (e.key_json, e.value_json) == ('"k"', "7")
@@ -217,9 +219,10 @@ def test_read_page_multi_get_reports_missing_keys_of_its_partition_only() -> Non
     store = FakeStore(s, {"a": 1, "c": 3})
     q = ScanQuery.multi_get(STORE, [b"a", b"b", b"c", b"d"])
     mine = {b"a", b"b", b"c"}
-    entries, more = read_page(store, s, LongSerde(), q, None, 0, 10, False, lambda kb: 0 if kb in mine else 1)
+    mine_only = scan_entry(LongSerde(), False)
+    entries, more = read_page(store, s, q, None, 0, 10, lambda kb: 0 if kb in mine else 1, mine_only)
     assert [(e.key, e.found) for e in entries] == [(b"a", True), (b"b", False), (b"c", True)] and not more
-    entries, more = read_page(store, s, LongSerde(), q, b"a", 0, 1, False, lambda kb: 0 if kb in mine else 1)
+    entries, more = read_page(store, s, q, b"a", 0, 1, lambda kb: 0 if kb in mine else 1, mine_only)
     assert [(e.key, e.found) for e in entries] == [(b"b", False)] and more
 
 
@@ -237,7 +240,7 @@ def test_read_page_long_keys_resume_after_a_token_key() -> None:
     store.range = spy  # type: ignore[method-assign]
     q = ScanQuery(STORE, ScanKind.ALL)
     after = ls.serialize(1)
-    entries, _ = read_page(store, ls, ls, q, after, 0, 2, False, lambda kb: 0)
+    entries, _ = read_page(store, ls, q, after, 0, 2, lambda kb: 0, scan_entry(ls, False))
     assert [ls.deserialize(e.key) for e in entries] == [2, 300]
     assert calls == [(1, None)]  # started at the token's key, not at the first key
 
@@ -249,7 +252,7 @@ def test_read_page_json_keys_with_non_canonical_raw_bounds() -> None:
     data = {"a": 1, "b": 2, "c": 3}
     store = FakeStore(js, data)
     q = ScanQuery(STORE, ScanKind.RANGE, start=b' "b"', end=b'"b" ')  # spaces: valid JSON, not canonical
-    entries, _ = read_page(store, js, js, q, None, 0, 10, False, lambda kb: 0)
+    entries, _ = read_page(store, js, q, None, 0, 10, lambda kb: 0, scan_entry(js, False))
     assert [e.key for e in entries] == [b'"a"', b'"b"']  # b' "b"' < b'"a"' < b'"b"' < b'"b" '
 
 

@@ -1,4 +1,4 @@
-"""One partition's page of a scan, read from this instance's replica of the store.
+"""One partition's page of a scan, read from a replica of the store.
 
 Stores are typed (``range(start, end)`` takes keys, inclusive, in key-byte order), while scans
 are bounded in bytes (a page token's key, a prefix, a raw bound). A byte bound becomes a typed
@@ -9,34 +9,22 @@ every entry is checked against the byte bounds, so the answer is exact whatever 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from instance.serde import Serde
-from instance.server.replies import value_to_json
-from router.rpc import iqmesh_pb2 as pb
 from router.scan_query import ScanKind, ScanQuery, key_after
 
+E = TypeVar("E")
 _NO_KEY = object()
 
 
-def read_page(store: Any, key_serde: Serde, value_serde: Serde, query: ScanQuery, after: bytes | None,
-              partition: int, limit: int, with_json: bool,
-              partition_of: Callable[[bytes], int]) -> tuple[list[pb.ScanEntry], bool]:
+def read_page(store: Any, key_serde: Serde, query: ScanQuery, after: bytes | None, partition: int, limit: int,
+              partition_of: Callable[[bytes], int], entry: Callable[[bytes, Any, Any, int], E]) -> tuple[list[E], bool]:
     """At most ``limit`` entries of ``query`` after ``after`` in key-byte order, and whether the
-    partition holds more. ``partition_of`` (MULTI_GET) picks the keys this partition holds."""
-    ks, vs = key_serde.serialize, value_serde.serialize
-
-    def entry(kb: bytes, key: Any, value: Any) -> pb.ScanEntry:
-        e = pb.ScanEntry(key=kb, partition=partition, found=value is not None)
-        if value is not None:
-            e.value = vs(value)  # type: ignore[assignment]
-        if with_json:
-            e.key_json = value_to_json(key)
-            if value is not None:
-                e.value_json = value_to_json(value)
-        return e
-
-    out: list[pb.ScanEntry] = []
+    partition holds more; ``entry(key_bytes, key, value, partition)`` builds each (value None: a
+    MULTI_GET key not found). ``partition_of`` (MULTI_GET) picks the keys this partition holds."""
+    ks = key_serde.serialize
+    out: list[E] = []
     if query.kind is ScanKind.MULTI_GET:
         for kb in query.keys_after(after):
             if partition_of(kb) != partition:
@@ -44,7 +32,7 @@ def read_page(store: Any, key_serde: Serde, value_serde: Serde, query: ScanQuery
             if len(out) == limit:
                 return out, True
             key = key_serde.deserialize(kb)
-            out.append(entry(kb, key, store.query_get(key)))
+            out.append(entry(kb, key, store.query_get(key), partition))
         return out, False
 
     lo, hi = query.interval(after)
@@ -60,7 +48,7 @@ def read_page(store: Any, key_serde: Serde, value_serde: Serde, query: ScanQuery
             break
         if len(out) == limit:
             return out, True
-        out.append(entry(sk, key, value))
+        out.append(entry(sk, key, value, partition))
     return out, False
 
 

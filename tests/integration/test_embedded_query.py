@@ -1,0 +1,111 @@
+"""A Python program embedding KafkaStreams queries its state in process through the one entry
+point, ``KafkaStreams.query(StateQueryRequest(...))`` (IQv2's shape), on the session's broker and
+real RocksDB stores: key queries land on the key's partition, range queries read every partition
+held here, bounds refuse with a typed reason per partition, and request-level errors raise."""
+
+from __future__ import annotations
+
+import collections
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from instance.errors import UnknownStateStoreException
+from instance.local.cluster import ensure_topic, produce
+from instance.runtime.kafka_streams import KafkaStreams, State
+from instance.runtime.query import (
+    FailureReason,
+    KeyQuery,
+    PositionBound,
+    RangeQuery,
+    StateQueryRequest,
+    WindowKeyQuery,
+)
+from instance.serde import StringSerde
+from instance.topology import StreamsBuilder
+from router.local_read import Role
+from router.partitioner import default_partition
+from tests.integration.helpers import wait_until
+
+pytestmark = pytest.mark.integration
+
+STORE = "counts"
+PARTITIONS = 3
+S = StringSerde()
+
+
+@pytest.fixture
+def counted(bootstrap: str, tmp_path: Path, unique: str) -> Iterator[tuple[KafkaStreams, dict[str, int]]]:
+    """One embedded instance counting keys of a fresh topic, and the counts it must reach."""
+    topic = f"eq-{unique}"
+    ensure_topic(bootstrap, topic, PARTITIONS)
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    b.stream(topic).group_by_key().count(STORE)
+    streams = KafkaStreams(b.build(), {"application.id": f"eq-{unique}", "bootstrap.servers": bootstrap,
+                                       "client.id": "embedded", "state.dir": str(tmp_path / "state"),
+                                       "commit.interval.ms": "200"})
+    rnd = random.Random(3)
+    keys = [f"k{rnd.randrange(40):02d}" for _ in range(400)]
+    produce(bootstrap, topic, [(k.encode(), b"x") for k in keys])
+    streams.start()
+    try:
+        assert streams.wait_for_state({State.RUNNING}, 60), streams.state
+        yield streams, dict(collections.Counter(keys))
+    finally:
+        streams.close(30)
+
+
+def test_key_and_range_queries_answer_from_the_local_replicas(
+        counted: tuple[KafkaStreams, dict[str, int]]) -> None:
+    streams, truth = counted
+
+    def count(key: str) -> int | None:
+        r = streams.query(StateQueryRequest(STORE, KeyQuery(key))).only_partition_result()
+        return r.result if r.is_success else None
+
+    wait_until(lambda: all(count(k) == n for k, n in truth.items()), 60, "every count")
+    for key, n in truth.items():
+        result = streams.query(StateQueryRequest(STORE, KeyQuery(key)))
+        (p,) = result.partition_results  # the key's partition only, hashed as the producers do
+        assert p == default_partition(S.serialize(key) or b"", PARTITIONS)
+        r = result.partition_results[p]
+        assert r.is_success and r.result == n and r.replica is not None
+        assert r.replica.role is Role.ACTIVE and r.replica.partition == p and r.position >= 0
+    assert streams.query(StateQueryRequest(STORE, KeyQuery("never-written"))).only_partition_result().result is None
+
+    everything = streams.query(StateQueryRequest(STORE, RangeQuery()))
+    assert sorted(everything.partition_results) == list(range(PARTITIONS))  # every partition is held here
+    assert all(r.is_success for r in everything.partition_results.values())
+    got = {k: v for r in everything.partition_results.values() for k, v in r.result or []}
+    assert got == truth
+    assert set(everything.position) == set(range(PARTITIONS))
+    lower = streams.query(StateQueryRequest(STORE, RangeQuery("k00", "k09")))
+    assert {k for r in lower.partition_results.values() for k, _ in r.result or []} == \
+        {k for k in truth if k <= "k09"}
+
+
+def test_bounds_and_missing_partitions_fail_per_partition_with_a_reason(
+        counted: tuple[KafkaStreams, dict[str, int]]) -> None:
+    streams, truth = counted
+    key = next(iter(truth))
+    wait_until(lambda: streams.query(StateQueryRequest(STORE, KeyQuery(key))).only_partition_result().result,
+               60, "the first count")
+    r = streams.query(StateQueryRequest(STORE, KeyQuery(key))).only_partition_result()
+    p, position = r.partition, r.position
+    ahead = StateQueryRequest(STORE, KeyQuery(key)).with_position_bound(PositionBound.at({p: position + 10_000}))
+    refused = streams.query(ahead).only_partition_result()
+    assert refused.failure is FailureReason.NOT_UP_TO_BOUND and str(position + 10_000) in refused.message
+    reached = ahead.with_position_bound(PositionBound.at({p: position}))
+    assert streams.query(reached).only_partition_result().is_success
+    assert streams.query(StateQueryRequest(STORE, KeyQuery(key), max_lag=0)).only_partition_result().is_success
+    # a partition this instance holds no replica of (the store has 3)
+    missing = streams.query(StateQueryRequest(STORE, RangeQuery(), partitions=(1, 7)))
+    assert missing.partition_results[1].is_success
+    assert missing.partition_results[7].failure is FailureReason.NOT_PRESENT
+    # the request as a whole: an unknown store, a query the store cannot answer
+    with pytest.raises(UnknownStateStoreException):
+        streams.query(StateQueryRequest("nope", KeyQuery(key)))
+    with pytest.raises(ValueError, match="not a window store"):
+        streams.query(StateQueryRequest(STORE, WindowKeyQuery(key, 0, 10)))
