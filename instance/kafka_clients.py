@@ -85,3 +85,14 @@ def client_config(bootstrap: str, extra: Mapping[str, str], kind: ClientKind, **
     """A client's configuration: ``bootstrap.servers``, the log routing, what the runtime needs
     (``ours``) and, over it, what the user set for this kind of client."""
     return {"bootstrap.servers": bootstrap, **client_logging(), **ours, **client_settings(extra, kind)}
+
+
+def produce_when_room(producer: Any, topic: str, value: bytes | None, key: bytes | None, **kwargs: Any) -> None:
+    """``producer.produce(...)``, serving delivery reports while its queue is full (BufferError)
+    instead of failing: what every bulk producer of ours (CLI, local clusters, benchmarks) needs."""
+    while True:
+        try:
+            producer.produce(topic, value, key, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)

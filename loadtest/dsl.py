@@ -39,6 +39,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from instance.kafka_clients import produce_when_room
 from instance.local import broker as devbroker
 from instance.local.cluster import ensure_topic
 from instance.serde import BytesSerde, LongSerde
@@ -62,12 +63,7 @@ def _producer(bootstrap: str) -> Producer:
 
 def _produce(p: Producer, topic: str, rows: list[tuple[bytes, bytes, int]]) -> None:
     for key, value, ts in rows:
-        while True:
-            try:
-                p.produce(topic, value, key, timestamp=ts)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_when_room(p, topic, value, key, timestamp=ts)
     if p.flush(120):
         raise RuntimeError(f"producing {topic}: records left undelivered")
 

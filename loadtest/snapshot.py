@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from instance.kafka_clients import produce_when_room
 from instance.kafka_errors import is_topic_exists
 from router.instance_state import State
 from router.metadata import InstanceInfo, StoreInfo
@@ -69,12 +70,7 @@ def write_changelog(bootstrap: str, topic: str, records: Iterable[tuple[int, byt
                   "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000})
     n = 0
     for part, k, v in records:
-        while True:
-            try:
-                p.produce(topic, v, k, partition=part)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_when_room(p, topic, v, k, partition=part)
         n += 1
     if p.flush(120):
         raise RuntimeError("not every changelog record was acknowledged")

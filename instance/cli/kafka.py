@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from instance.cli.options import CommandFactory
+from instance.kafka_clients import produce_when_room
 from instance.serde import Serde, serde_by_name
 
 #: serdes the commands take by name (Kafka's StringSerde, LongSerde, IntegerSerde, our JsonSerde,
@@ -208,12 +209,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
                   "acks": "all", **client_logging()})
     n = 0
     for key, value in records:
-        while True:
-            try:
-                p.produce(topic, value, key, on_delivery=delivered)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_when_room(p, topic, value, key, on_delivery=delivered)
         n += 1
         p.poll(0)
     if p.flush(60) or failures:

@@ -18,6 +18,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from instance.kafka_clients import produce_when_room
 from instance.kafka_errors import is_topic_exists
 from instance.local.broker import free_port
 from instance.runtime.kafka_log import client_logging
@@ -65,12 +66,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
                   **client_logging(), **(kafka or {})})
     n = 0
     for k, v in records:
-        while True:
-            try:
-                p.produce(topic, v, k)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_when_room(p, topic, v, k)
         n += 1
     if p.flush(60):
         raise RuntimeError("not every record was acknowledged")
