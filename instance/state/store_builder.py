@@ -9,6 +9,7 @@ from instance.state import session_store, window_store
 from instance.state.bytes_store import BytesStore
 from instance.state.caching import CachingKeyValueStore
 from instance.state.change_logging import ChangeLoggingKeyValueStore, ChangelogSend
+from instance.state.committed_view import CommittedView
 from instance.state.kv_store import KeyValueStore
 from instance.state.metered import MeteredKeyValueStore
 from instance.state.segmented import SegmentedBytesStore, segment_interval
@@ -29,9 +30,15 @@ def _typed(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
 
 
 def build_key_value_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
-                          cache_max_entries: int) -> KeyValueStore:
-    """Metered -> Caching/Uncached -> ChangeLogging -> ``inner``."""
-    return MeteredKeyValueStore(spec, inner, _typed(spec, inner, changelog, cache_max_entries))
+                          cache_max_entries: int, committed_reads: bool = False) -> KeyValueStore:
+    """Metered -> Caching/Uncached -> ChangeLogging -> ``inner``. ``committed_reads`` (an active
+    task under exactly-once): -> CommittedView -> ``inner``, and queries read an uncached typed
+    layer over the view's committed side."""
+    if not committed_reads:
+        return MeteredKeyValueStore(spec, inner, _typed(spec, inner, changelog, cache_max_entries))
+    view = CommittedView(inner)
+    return MeteredKeyValueStore(spec, inner, _typed(spec, view, changelog, cache_max_entries),
+                                (view, UncachedKeyValueStore(spec, view.committed, None, 0)))
 
 
 def build_window_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
@@ -51,10 +58,11 @@ def build_session_store(spec: StoreSpec, inner: BytesStore, changelog: Changelog
 
 
 def build_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
-                cache_max_entries: int) -> Any:
-    """The store ``spec.kind`` names."""
+                cache_max_entries: int, committed_reads: bool = False) -> Any:
+    """The store ``spec.kind`` names. ``committed_reads``: see :func:`build_key_value_store`
+    (key-value stores only, so far: window and session queries read what the task holds)."""
     if spec.kind == "window":
         return build_window_store(spec, inner, changelog, cache_max_entries)
     if spec.kind == "session":
         return build_session_store(spec, inner, changelog, cache_max_entries)
-    return build_key_value_store(spec, inner, changelog, cache_max_entries)
+    return build_key_value_store(spec, inner, changelog, cache_max_entries, committed_reads)

@@ -27,6 +27,8 @@ class WindowedStoreBase:
         self.inner = segmented
         self._typed = typed
         self._open = True
+        #: queries read what the task holds, committed or not (see ``store_builder.build_store``)
+        self.committed_view = None
         self.flushes = 0
         self.retention_ms = spec.retention_ms
         #: the largest window time put or restored (Kafka Streams' observedStreamTime of the store)
@@ -157,6 +159,9 @@ class WindowedStoreBase:
 
     def range(self, start: Any, end: Any) -> Any:
         raise ValueError(f"store {self.name} is a {self.spec.kind} store: key ranges are not supported")
+
+    def query_range(self, start: Any, end: Any) -> Any:
+        return self.range(start, end)
 
     def approximate_num_entries(self) -> int:
         self._check_open()

@@ -103,7 +103,7 @@ class RangeQuery(NamedTuple):
         return None
 
     def run(self, store: Any, partition: int) -> list[tuple[Any, Any]]:
-        return list(store.range(self.lower, self.upper))
+        return list(store.query_range(self.lower, self.upper))
 
 
 @dataclass(frozen=True)
