@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from instance.errors import UnknownStateStoreException
 from instance.local.cluster import ensure_topic, produce
@@ -25,6 +26,7 @@ from instance.runtime.query import (
 )
 from instance.serde import StringSerde
 from instance.topology import StreamsBuilder
+from instance.topology.processor import ContextualProcessor, Record
 from router.local_read import Role
 from router.partitioner import default_partition
 from tests.integration.helpers import wait_until
@@ -109,3 +111,55 @@ def test_bounds_and_missing_partitions_fail_per_partition_with_a_reason(
         streams.query(StateQueryRequest("nope", KeyQuery(key)))
     with pytest.raises(ValueError, match="not a window store"):
         streams.query(StateQueryRequest(STORE, WindowKeyQuery(key, 0, 10)))
+
+
+class _CommitOnRequest(ContextualProcessor):
+    """Asks for a commit when it sees the value ``commit``: the test decides when the transaction
+    commits (the commit interval is too long to reach)."""
+
+    def process(self, record: Record) -> None:
+        if record.value == "commit":
+            self.context().commit()
+
+
+def test_exactly_once_queries_read_only_committed_state(bootstrap: str, tmp_path: Path, unique: str) -> None:
+    """Under exactly-once a query reads what the last transaction committed (KIP-892's
+    read-committed queries): counts processed, sent and not committed yet are not answered, since a
+    crash would abort them and the next owner would answer less without a stale flag."""
+    topic, out = f"ec-{unique}", f"ec-out-{unique}"
+    ensure_topic(bootstrap, topic, 1)
+    ensure_topic(bootstrap, out, 1)
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    stream = b.stream(topic)
+    stream.process(_CommitOnRequest)
+    stream.group_by_key().count(STORE).to_stream().map_values(str).to(out)
+    streams = KafkaStreams(b.build(), {"application.id": f"ec-{unique}", "bootstrap.servers": bootstrap,
+                                       "state.dir": str(tmp_path / "state"), "processing.guarantee": "exactly_once_v2",
+                                       "commit.interval.ms": "600000", "statestore.cache.max.bytes": "0"})
+    streams.start()
+    try:
+        assert streams.wait_for_state({State.RUNNING}, 60), streams.state
+        produce(bootstrap, topic, [(b"a", b"x")] * 3)
+        # processed: the count is on the output topic, in the open transaction
+        wait_until(lambda: "3" in _uncommitted_values(bootstrap, out), 60, "the count in the open transaction")
+        r = streams.query(StateQueryRequest(STORE, KeyQuery("a"))).only_partition_result()
+        assert r.is_success and r.result is None and r.position == 0, (r.result, r.position)
+        produce(bootstrap, topic, [(b"a", b"commit")])
+
+        def answer() -> tuple[int | None, int]:
+            r = streams.query(StateQueryRequest(STORE, KeyQuery("a"))).only_partition_result()
+            return r.result, r.position
+        wait_until(lambda: answer()[0] == 4, 60, "the committed count")
+        assert answer()[1] > 0
+    finally:
+        streams.close(30)
+
+
+def _uncommitted_values(bootstrap: str, topic: str) -> list[str]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"peek-{topic}", "enable.auto.commit": False,
+                  "isolation.level": "read_uncommitted", "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        return [m.value().decode() for m in c.consume(100, 2.0) if m.error() is None and m.value() is not None]
+    finally:
+        c.close()
