@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from instance.state import session_store, window_store
 from instance.state.bytes_store import BytesStore
@@ -16,6 +17,7 @@ from instance.state.segmented import SegmentedBytesStore, segment_interval
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import TypedStoreBase
 from instance.state.uncached import UncachedKeyValueStore
+from instance.state.windowed_base import WindowedStoreBase
 
 
 def _typed(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
@@ -42,27 +44,45 @@ def build_key_value_store(spec: StoreSpec, inner: BytesStore, changelog: Changel
 
 
 def build_window_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
-                       cache_max_entries: int) -> window_store.WindowStore:
+                       cache_max_entries: int, committed_reads: bool = False) -> window_store.WindowStore:
     """WindowStore -> the key-value layers (tuple keys) -> SegmentedBytesStore -> ``inner``."""
-    seg = SegmentedBytesStore(inner, segment_interval(spec.retention_ms), window_store.SUFFIX)
-    typed = _typed(window_store.typed_spec(spec), seg, changelog, cache_max_entries)
-    return window_store.WindowStore(spec, seg, typed)
+    return _windowed(window_store.WindowStore, window_store.typed_spec(spec), window_store.SUFFIX,
+                     spec, inner, changelog, cache_max_entries, committed_reads)
 
 
 def build_session_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
-                        cache_max_entries: int) -> session_store.SessionStore:
+                        cache_max_entries: int, committed_reads: bool = False) -> session_store.SessionStore:
     """SessionStore -> the key-value layers (tuple keys) -> SegmentedBytesStore -> ``inner``."""
-    seg = SegmentedBytesStore(inner, segment_interval(spec.retention_ms), session_store.SUFFIX)
-    typed = _typed(session_store.typed_spec(spec), seg, changelog, cache_max_entries)
-    return session_store.SessionStore(spec, seg, typed)
+    return _windowed(session_store.SessionStore, session_store.typed_spec(spec), session_store.SUFFIX,
+                     spec, inner, changelog, cache_max_entries, committed_reads)
+
+
+W = TypeVar("W", bound=WindowedStoreBase)
+
+
+def _windowed(kind: Callable[[StoreSpec, SegmentedBytesStore, TypedStoreBase], W], typed_spec: StoreSpec,
+              suffix: int, spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
+              cache_max_entries: int, committed_reads: bool) -> W:
+    """``kind`` -> the key-value layers -> SegmentedBytesStore -> ``inner``; ``committed_reads``:
+    -> CommittedView -> ``inner``, and queries read a copy of the store whose segments and
+    uncached typed layer are over the view's committed side."""
+    interval = segment_interval(spec.retention_ms)
+    view = CommittedView(inner) if committed_reads else None
+    seg = SegmentedBytesStore(inner if view is None else view, interval, suffix)
+    store = kind(spec, seg, _typed(typed_spec, seg, changelog, cache_max_entries))
+    if view is not None:
+        committed = SegmentedBytesStore(view.committed, interval, suffix)
+        committed.segments = seg.segments  # the same live segments
+        store.read_committed(view, committed, UncachedKeyValueStore(typed_spec, committed, None, 0))
+    return store
 
 
 def build_store(spec: StoreSpec, inner: BytesStore, changelog: ChangelogSend | None,
                 cache_max_entries: int, committed_reads: bool = False) -> Any:
-    """The store ``spec.kind`` names. ``committed_reads``: see :func:`build_key_value_store`
-    (key-value stores only, so far: window and session queries read what the task holds)."""
+    """The store ``spec.kind`` names. ``committed_reads``: queries read what the last commit left
+    (an active task under exactly-once; ``committed_view.py``)."""
     if spec.kind == "window":
-        return build_window_store(spec, inner, changelog, cache_max_entries)
+        return build_window_store(spec, inner, changelog, cache_max_entries, committed_reads)
     if spec.kind == "session":
-        return build_session_store(spec, inner, changelog, cache_max_entries)
+        return build_session_store(spec, inner, changelog, cache_max_entries, committed_reads)
     return build_key_value_store(spec, inner, changelog, cache_max_entries, committed_reads)

@@ -10,6 +10,7 @@ import pytest
 
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.serde.serdes import StringSerde
+from instance.serde.windowed import SessionWindow, Windowed
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
 from instance.state.committed_view import CommittedView
 from instance.state.kv_store import ChangelogSend
@@ -96,3 +97,26 @@ def test_restored_records_are_committed(tmp_path: Path) -> None:
     store = sm.stores["counts"]
     assert store.query_get("a") == "5" and sm.position(TP) == 3
     sm.close(checkpoint=False)
+
+
+def test_exactly_once_window_and_session_queries_read_committed_windows() -> None:
+    sm = ProcessorStateManager(TID, None, APP, active=True, eos=True)
+    s = StringSerde()
+    specs = [StoreSpec("w", s, s, kind="window", retention_ms=60_000, window_size_ms=10),
+             StoreSpec("sess", s, s, kind="session", retention_ms=60_000)]
+    sm.register_stores(specs, in_memory=True, cache_max_entries=100,
+                       changelog_for=lambda spec: lambda batch: sm.logged((spec.name, 1), len(batch)))
+    w, sess = sm.stores["w"], sm.stores["sess"]
+    w.put("k", "1", 0)
+    sess.put(Windowed("k", SessionWindow(0, 5)), "s1")
+    sm.flush()
+    w.put("k", "2", 10)  # pending in the cache
+    assert w.fetch("k", 0, 100) == [(0, "1"), (10, "2")]  # processors read their own writes
+    assert w.for_query().fetch("k", 0, 100) == [] and w.for_query().fetch("k", 0) is None
+    assert sess.for_query().fetch("k") == []
+    sm.transaction_committed()
+    assert w.for_query().fetch("k", 0, 100) == [(0, "1")] and w.for_query().fetch("k", 0) == "1"
+    assert [(x.window.start, x.window.end, v) for x, v in sess.for_query().fetch("k")] == [(0, 5, "s1")]
+    sm.flush()
+    sm.transaction_committed()
+    assert w.for_query().fetch("k", 0, 100) == [(0, "1"), (10, "2")]

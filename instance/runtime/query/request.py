@@ -71,7 +71,7 @@ class WindowKeyQuery(NamedTuple):
 
     def run(self, store: Any, partition: int) -> list[Window]:
         size = store.window_size_ms
-        return [(s, s + size, v) for s, v in store.fetch(self.key, self.time_from, self.time_to)]
+        return [(s, s + size, v) for s, v in store.for_query().fetch(self.key, self.time_from, self.time_to)]
 
 
 class WindowRangeQuery(NamedTuple):
@@ -85,7 +85,7 @@ class WindowRangeQuery(NamedTuple):
         return "session"
 
     def run(self, store: Any, partition: int) -> list[Window]:
-        return [(w.window.start, w.window.end, v) for w, v in store.fetch(self.key)]
+        return [(w.window.start, w.window.end, v) for w, v in store.for_query().fetch(self.key)]
 
 
 #: queries of one key: without named partitions they go to the key's partition only
