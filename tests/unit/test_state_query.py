@@ -101,6 +101,9 @@ def test_queries_fit_only_their_kind_of_store() -> None:
 class FakeWindowStore:
     window_size_ms = 10
 
+    def for_query(self) -> FakeWindowStore:
+        return self
+
     def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> list[tuple[int, Any]]:
         return [(s, f"{key}@{s}") for s in (0, 10, 20) if s >= time_from and (time_to is None or s <= time_to)]
 
