@@ -141,10 +141,16 @@ class ProcessorStateManager:
         """Apply changelog records ``(key, value, timestamp)`` (restore or standby update); the store now reflects the
         changelog up to ``next_offset`` (exclusive)."""
         if records:
-            self._store_of[tp].restore_batch(records)
+            store = self._store_of[tp]
+            view = store.committed_view
+            if view is None:
+                store.restore_batch(records)
+            else:
+                with view.committed_writes():  # what a changelog holds was committed
+                    store.restore_batch(records)
         self.changelog_offsets[tp] = next_offset
-        if self._committed_reads:  # what a changelog holds was committed
-            self._now_committed()
+        if self._committed_reads:
+            self.committed_offsets = dict(self.changelog_offsets)
 
     def position(self, tp: TopicPart) -> int:
         """The changelog offset that reflects what the store holds now, for a query's read metadata.
@@ -166,7 +172,7 @@ class ProcessorStateManager:
         if offset > self.changelog_offsets.get(tp, 0):
             self.changelog_offsets[tp] = offset
             if self._committed_reads:
-                self._now_committed()
+                self.committed_offsets = dict(self.changelog_offsets)
 
     def logged(self, tp: TopicPart, n: int) -> None:
         """``n`` records were sent to the changelog: one idempotent writer per changelog

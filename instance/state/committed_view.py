@@ -22,6 +22,7 @@ replacing the dict, never by removing keys from it).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from instance.state.bytes_store import BytesStore
@@ -38,6 +39,7 @@ class CommittedView:
         self.inner = inner
         #: key -> its bytes at the last commit (None: absent), for the keys written since
         self._undo: dict[bytes, bytes | None] = {}
+        self._recording = True
         self.get = inner.get
         self.items = inner.items
         self.approximate_num_entries = inner.approximate_num_entries
@@ -46,6 +48,9 @@ class CommittedView:
         self.committed = CommittedReads(self)
 
     def write(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        if not self._recording:
+            self.inner.write(items)
+            return
         rows = items if isinstance(items, list) else list(items)
         undo, read = self._undo, self.inner.get
         for k, _ in rows:
@@ -53,9 +58,18 @@ class CommittedView:
                 undo[k] = read(k)
         self.inner.write(rows)
 
+    @contextmanager
+    def committed_writes(self) -> Iterator[None]:
+        """Writes of records committed already (restore from the changelog) take no images: a
+        restore would otherwise read the store once per record for nothing."""
+        self._recording = False
+        try:
+            yield
+        finally:
+            self._recording = True
+
     def mark_committed(self) -> None:
-        """The transaction that wrote everything below has committed (or the writes came from
-        the changelog, committed already: restore)."""
+        """The transaction that wrote everything below has committed."""
         if self._undo:
             self._undo = {}
 
