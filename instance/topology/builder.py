@@ -13,8 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 from instance.errors import TopologyException
-from instance.serde import LongSerde, Serde
-from instance.serde.serdes import BytesSerde
 from instance.state.spec import StoreSpec
 from instance.state.versioned_store import VersionedStoreSupplier
 from instance.topology import processors as P
@@ -23,6 +21,7 @@ from instance.topology.ktable import KTable, versioned_table, with_old_values
 from instance.topology.options import Consumed, Grouped, Produced, serdes_of
 from instance.topology.processors import OldValues
 from instance.topology.topology import InternalTopic, Topology
+from router.core.serdes import BytesSerde, LongSerde, Serde
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import Serde
 from instance.topology import table_processors as TP
+from router.core.serdes import Serde
 
 if TYPE_CHECKING:
     from instance.topology.builder import KStream, MaterializedArg, StreamsBuilder

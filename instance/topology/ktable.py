@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import LongSerde, Serde
 from instance.serde.change_serde import ChangeSerde
 from instance.state.spec import StoreSpec
 from instance.topology import table_processors as TP
 from instance.topology.processors import OldValues
 from instance.topology.topology import InternalTopic, source_topics
+from router.core.serdes import LongSerde, Serde
 
 if TYPE_CHECKING:
     from instance.topology.builder import KStream, MaterializedArg, StreamsBuilder

@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import Serde
 from instance.topology import table_processors as TP
 from instance.topology.ktable import KTable
 from instance.topology.processors import OldValues
 from instance.topology.topology import source_topics
 from instance.topology.versioned import VersionedStreamTableJoinProcessor, buffer_spec, check_grace
+from router.core.serdes import Serde
 
 if TYPE_CHECKING:
     from instance.topology.builder import KStream, MaterializedArg

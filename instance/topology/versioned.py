@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import BytesSerde, Serde
 from instance.state.change import Change
 from instance.state.spec import StoreSpec
 from instance.state.versioned_store import HistorySerde, VersionedKeyValueStore
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.processors import OldValues
+from router.core.serdes import BytesSerde, Serde
 
 if TYPE_CHECKING:
     from instance.topology.builder import Materialized

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from instance.errors import TopologyException
-from instance.serde import LongSerde, Serde
 from instance.serde.windowed import SessionWindowedSerde, TimeWindowedSerde
 from instance.state.spec import StoreSpec
 from instance.topology import processors as P
@@ -25,6 +24,7 @@ from instance.topology.ktable import with_old_values
 from instance.topology.processors import OldValues
 from instance.topology.topology import source_topics
 from instance.topology.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from router.core.serdes import LongSerde, Serde
 
 AnyWindows = TimeWindows | SlidingWindows | SessionWindows
 
