@@ -25,7 +25,7 @@ from instance.state.committed_view import CommittedView
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.spec import StoreSpec
 from instance.state.store_builder import build_store
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 
 TopicPart = tuple[str, int]
 

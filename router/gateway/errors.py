@@ -4,7 +4,7 @@ Handlers raise; :func:`error_middleware` renders. The codes are stable (clients 
 switch on them), the messages are for people. gRPC statuses from the instances map as the servers
 assign them (``instance/server/status.py``): NOT_FOUND is an unknown store, INVALID_ARGUMENT a
 bad key, token or bound, FAILED_PRECONDITION a watch of a store without a changelog, UNAVAILABLE a
-refusal whose typed details give the reason (router/status_details.py).
+refusal whose typed details give the reason (router/core/status_details.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from router.echo import clip
-from router.status_details import refusal_of
+from router.core.echo import clip
+from router.core.status_details import refusal_of
 
 log = logging.getLogger(__name__)
 
 #: gateway-level reason of a 503 when no instance could be reached at all (the others are
-#: :class:`router.unavailable.UnavailableReason` names, as the instances report them)
+#: :class:`router.core.unavailable.UnavailableReason` names, as the instances report them)
 UNREACHABLE = "UNREACHABLE"
 
 

@@ -27,8 +27,8 @@ from instance.runtime.query import (
 from instance.serde import StringSerde
 from instance.topology import StreamsBuilder
 from instance.topology.processor import ContextualProcessor, Record
-from router.local_read import Role
-from router.partitioner import default_partition
+from router.core.local_read import Role
+from router.core.partitioner import default_partition
 from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration

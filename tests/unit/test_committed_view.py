@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from instance.runtime.state_manager import ProcessorStateManager
-from instance.serde.serdes import StringSerde
 from instance.serde.windowed import SessionWindow, Windowed
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
 from instance.state.committed_view import CommittedView
 from instance.state.kv_store import ChangelogSend
 from instance.state.spec import StoreSpec
-from router.task_id import TaskId
+from router.core.serdes import StringSerde
+from router.core.task_id import TaskId
 
 APP = "app"
 TID = TaskId(0, 1)

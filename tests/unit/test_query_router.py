@@ -13,15 +13,15 @@ import pytest
 
 from instance.runtime.query import FailureReason
 from instance.runtime.query.execute import replica_refusal
-from router.instance_state import State
-from router.local_read import LocalReplica, Role
-from router.metadata import ClusterView, InstanceInfo, StorePartitionInfo
-from router.options import QueryOptions
-from router.query_router import Candidate, QueryRouter
-from router.task_id import TaskId
-from router.tokens import PositionToken
-from router.unavailable import UnavailableError
-from router.unavailable import UnavailableReason as R
+from router.client.query_router import Candidate, QueryRouter
+from router.core.instance_state import State
+from router.core.local_read import LocalReplica, Role
+from router.core.metadata import ClusterView, InstanceInfo, StorePartitionInfo
+from router.core.options import QueryOptions
+from router.core.task_id import TaskId
+from router.core.tokens import PositionToken
+from router.core.unavailable import UnavailableError
+from router.core.unavailable import UnavailableReason as R
 
 STORE = "counts"
 TASK = TaskId(0, 3)

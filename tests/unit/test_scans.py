@@ -14,16 +14,16 @@ from instance.runtime.query.scan_page import read_page
 from instance.serde import JsonSerde, LongSerde, Serde, StringSerde
 from instance.server.replies import scan_entry
 from instance.server.scans import page_limit, replies
-from router.page_token import MAX_PAGE_TOKEN_CHARS, PageToken, resume_after
-from router.partitioner import default_partition
+from router.client.scan_pages import Scan
+from router.client.scatter import PartitionFailure, PartitionPage, incomplete_error, merge, scatter
+from router.core.page_token import MAX_PAGE_TOKEN_CHARS, PageToken, resume_after
+from router.core.partitioner import default_partition
+from router.core.scan_query import ScanKind, ScanQuery, prefix_end
+from router.core.scan_wire import build_request, parse_request, read_stream
+from router.core.tokens import encode_json_token
+from router.core.unavailable import UnavailableError
+from router.core.unavailable import UnavailableReason as R
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_pages import Scan
-from router.scan_query import ScanKind, ScanQuery, prefix_end
-from router.scan_wire import build_request, parse_request, read_stream
-from router.scatter import PartitionFailure, PartitionPage, incomplete_error, merge, scatter
-from router.tokens import encode_json_token
-from router.unavailable import UnavailableError
-from router.unavailable import UnavailableReason as R
 
 STORE = "counts"
 N = 4

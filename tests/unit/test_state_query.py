@@ -25,9 +25,9 @@ from instance.runtime.query.request import check_store_kind
 from instance.serde import LongSerde, StringSerde
 from instance.server.local_query import _REASONS
 from instance.state.spec import StoreSpec
-from router.instance_state import State
-from router.local_read import LocalReplica, Role
-from router.unavailable import UnavailableReason
+from router.core.instance_state import State
+from router.core.local_read import LocalReplica, Role
+from router.core.unavailable import UnavailableReason
 
 STORE = "counts"
 F = FailureReason

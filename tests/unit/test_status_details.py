@@ -12,13 +12,13 @@ import pytest
 
 from instance.errors import BadRequest, InvalidStateStoreException, StreamsNotStartedException, caller_input
 from instance.server.status import to_status
-from router.application_guard import ApplicationInterceptor, is_wrong_application
-from router.client_core import ClientError, as_call, is_retryable, is_unreachable, unavailable
-from router.forward import refusal
+from router.client.client_core import ClientError, as_call, is_retryable, is_unreachable, unavailable
+from router.client.forward import refusal
+from router.core.application_guard import ApplicationInterceptor, is_wrong_application
+from router.core.status_details import Refusal, error_details, refusal_of, refusal_status
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.status_details import Refusal, error_details, refusal_of, refusal_status
-from router.unavailable import UnavailableError, UnavailableReason
 
 R = UnavailableReason
 

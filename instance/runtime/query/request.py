@@ -14,7 +14,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 from instance.errors import BadRequest
 from instance.runtime.query.scan_page import read_page
 from instance.state.spec import StoreSpec
-from router.scan_query import ScanQuery
+from router.core.scan_query import ScanQuery
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -116,7 +116,7 @@ class Page(Generic[E]):
 
 @dataclass(frozen=True)
 class RangePageQuery(Generic[E]):
-    """One page of a scan bounded in serialized keys (:class:`router.scan_query.ScanQuery`): at
+    """One page of a scan bounded in serialized keys (:class:`router.core.scan_query.ScanQuery`): at
     most ``limit`` entries after ``after``. ``entry(key_bytes, key, value, partition)`` builds
     each entry (the transport's own type); ``partition_of`` places a MULTI_GET's keys."""
 

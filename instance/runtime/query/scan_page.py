@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from instance.serde import Serde
-from router.scan_query import ScanKind, ScanQuery, key_after
+from router.core.scan_query import ScanKind, ScanQuery, key_after
+from router.core.serdes import Serde
 
 E = TypeVar("E")
 _NO_KEY = object()

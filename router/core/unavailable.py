@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 class UnavailableReason(enum.Enum):
     """Machine-readable reason of a refused query; gRPC carries it in a status's typed details
-    (router/status_details.py), a scan in its PartitionStatus. Declaration order is priority
+    (router/core/status_details.py), a scan in its PartitionStatus. Declaration order is priority
     order: when several replicas refused for different reasons, the first one here is reported,
     because it tells the caller most about what to do (a bound or a lag limit is the caller's
     choice; the others are the cluster's state)."""

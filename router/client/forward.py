@@ -6,12 +6,12 @@ from typing import NoReturn
 
 import grpc
 
-from router.application_guard import is_wrong_application
-from router.channels import ChannelPool
+from router.core.application_guard import is_wrong_application
+from router.core.channels import ChannelPool
+from router.core.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
+from router.core.status_details import refusal_of
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
-from router.status_details import refusal_of
-from router.unavailable import UnavailableError, UnavailableReason
 
 FORWARD_TIMEOUT_S = 5.0
 #: kept from the caller's remaining time for the answer's way back (at most a fifth of it)

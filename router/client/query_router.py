@@ -13,11 +13,11 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Never, TypeVar
 
-from router.instance_state import State
-from router.metadata import ClusterView, task_lag
-from router.options import QueryOptions
-from router.task_id import TaskId
-from router.unavailable import UnavailableError, UnavailableReason
+from router.core.instance_state import State
+from router.core.metadata import ClusterView, task_lag
+from router.core.options import QueryOptions
+from router.core.task_id import TaskId
+from router.core.unavailable import UnavailableError, UnavailableReason
 
 R = TypeVar("R")
 S = TypeVar("S")

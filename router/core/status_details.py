@@ -15,9 +15,9 @@ import grpc
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
 
-from router.echo import clip
+from router.core.echo import clip
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
-from router.unavailable import UnavailableError, UnavailableReason
 
 #: the trailing metadata key of a status's typed details (gRPC's own name for it)
 DETAILS_KEY = "grpc-status-details-bin"

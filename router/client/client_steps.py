@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from router.client_core import (
+from router.client.client_core import (
     MAX_TABLE_AGE_S,
     RETRY_REASONS,
     Backoff,
@@ -47,12 +47,12 @@ from router.client_core import (
     window_request,
     windows_of,
 )
-from router.forward import direct, raise_refusal
-from router.query_router import QueryRouter
-from router.routing_table import RoutingTable
+from router.client.forward import direct, raise_refusal
+from router.client.query_router import QueryRouter
+from router.client.routing_table import RoutingTable
+from router.core.scan_wire import ScanRequest, method_of
+from router.core.unavailable import UnavailableError
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_wire import ScanRequest, method_of
-from router.unavailable import UnavailableError
 
 T = TypeVar("T")
 
