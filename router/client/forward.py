@@ -38,8 +38,9 @@ def refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
     if e.code() not in _TRY_NEXT:
         return None
     refused = refusal_of(e)
-    reason = UnavailableReason.NOT_AVAILABLE if refused is None else refused.reason
-    return UnavailableError(reason, f"{endpoint}: {e.details() or ''}")
+    if refused is None:
+        return UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e.details() or ''}")
+    return UnavailableError(refused.reason, f"{endpoint}: {refused.message}", standby_holds=refused.standby_holds)
 
 
 def raise_refusal(endpoint: str, e: grpc.RpcError) -> NoReturn:

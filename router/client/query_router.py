@@ -104,19 +104,16 @@ class QueryRouter:
             rebalancing = local_state is State.REBALANCING or bool(self.view.instances())
             raise UnavailableError(
                 UnavailableReason.REBALANCING if rebalancing else UnavailableReason.NOT_AVAILABLE,
-                f"no live replica of {store!r} partition {task.partition} (instance state {local_state.name})"
-                f"{self.stale_hint(task, options, local_state)}")
+                f"no live replica of {store!r} partition {task.partition} (instance state {local_state.name})",
+                standby_holds=self.standby_holds(task, options))
         if options.max_lag is None:
             return candidates, []
         within = [c for c in candidates if c.lag <= options.max_lag]
         return within, [UnavailableReason.NO_REPLICA_WITHIN_LAG] * (len(candidates) - len(within))
 
-    def stale_hint(self, task: TaskId, options: QueryOptions, local_state: State = State.RUNNING) -> str:
-        """When a strict read is refused but a standby holds the partition: how to read it there."""
-        if options.allow_stale or not self.view.standbys(task):
-            return ""
-        return ("; a standby holds this partition: allow stale reads to be answered there, possibly behind "
-                "(--allow-stale, allow_stale=true)")
+    def standby_holds(self, task: TaskId, options: QueryOptions) -> bool:
+        """A strict read and a standby holds the partition: a stale read would be answered there."""
+        return not options.allow_stale and bool(self.view.standbys(task))
 
 
 
@@ -136,6 +133,7 @@ class _Attempt:
         standby instead when that would help."""
         reasons = self.reasons + self.skipped
         reason = UnavailableReason.most_relevant(reasons)
-        hint = self.router.stale_hint(self.task, self.options, self.local_state) if reason in _STALE_HELPS else ""
-        return UnavailableError(reason, f"no replica of {self.store!r} partition {self.task.partition} could answer "
-                                        f"({', '.join(r.name for r in reasons)}){hint}", tried=self.tried)
+        holds = reason in _STALE_HELPS and self.router.standby_holds(self.task, self.options)
+        message = (f"no replica of {self.store!r} partition {self.task.partition} could answer "
+                   f"({', '.join(r.name for r in reasons)})")
+        return UnavailableError(reason, message, tried=self.tried, standby_holds=holds)

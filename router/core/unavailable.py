@@ -32,10 +32,19 @@ class UnavailableReason(enum.Enum):
         return UnavailableReason.__members__.get(name, UnavailableReason.NOT_AVAILABLE)
 
 
-class UnavailableError(Exception):
-    """No replica can answer now. ``tried`` lists the instance ids that were asked, in order."""
+#: what a refused strict read may do instead, when ``standby_holds``
+STALE_HINT = ("a standby holds this partition: allow stale reads to be answered there, possibly behind "
+              "(--allow-stale, allow_stale=true)")
 
-    def __init__(self, reason: UnavailableReason, message: str, tried: Sequence[str] = ()) -> None:
+
+class UnavailableError(Exception):
+    """No replica can answer now. ``tried`` lists the instance ids that were asked, in order;
+    ``standby_holds``: the read was strict and a standby holds the partition, so a stale read
+    would be answered (the hint travels typed; :data:`STALE_HINT` says it to people)."""
+
+    def __init__(self, reason: UnavailableReason, message: str, tried: Sequence[str] = (),
+                 standby_holds: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
         self.tried = tuple(tried)
+        self.standby_holds = standby_holds

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from router.core.echo import clip
 from router.core.status_details import refusal_of
+from router.core.unavailable import STALE_HINT
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +63,18 @@ def from_rpc_error(e: grpc.RpcError) -> ApiError:
     if code is grpc.StatusCode.UNAVAILABLE:
         refused = refusal_of(e)
         if refused is not None:
-            return unavailable(refused.reason.name, refused.message, list(refused.tried))
+            return unavailable(refused.reason.name, refused.message, list(refused.tried), refused.standby_holds)
         return unavailable(UNREACHABLE, details)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return ApiError(504, "DEADLINE_EXCEEDED", details or "the instances did not answer in time")
     return ApiError(502, "UPSTREAM_ERROR", f"{code.name}: {details}")
 
 
-def unavailable(reason: str, message: str, tried: list[str] | None = None) -> ApiError:
+def unavailable(reason: str, message: str, tried: list[str] | None = None, standby_holds: bool = False) -> ApiError:
+    """503; ``standby_holds``: a stale read would be answered (the message says how, for people)."""
+    if standby_holds:
+        return ApiError(503, "UNAVAILABLE", f"{message}; {STALE_HINT}", reason=reason, tried=tried or [],
+                        standby_holds=True)
     return ApiError(503, "UNAVAILABLE", message, reason=reason, tried=tried or [])
 
 
