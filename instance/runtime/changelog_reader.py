@@ -222,8 +222,7 @@ class StoreChangelogReader:
             if metrics is not None:
                 metrics.restore_remaining[tp] = 0
             state = c.owner.state
-            # the task writes next at the log's end (which may have moved, e.g. by an abort marker)
-            state.changelog_offsets[tp] = self.end_offsets(*tp)[1]
+            state.restored_to_end(tp, self.end_offsets(*tp)[1])
             if self.listener:
                 self.listener.on_restore_end(tp[0], tp[1], state.store_of(tp).name, c.restored)
             if c.owner not in owners:

@@ -146,7 +146,7 @@ class ProcessorStateManager:
             if view is None:
                 store.restore_batch(records)
             else:
-                with view.committed_writes():  # what a changelog holds was committed
+                with view.unrecorded():  # what a changelog holds was committed
                     store.restore_batch(records)
         self.changelog_offsets[tp] = next_offset
         if self._committed_reads:
@@ -166,6 +166,13 @@ class ProcessorStateManager:
         if store is None or not self.active:
             return offsets.get(tp, 0)
         return store.position_with_unlogged(lambda: offsets.get(tp, 0))
+
+    def restored_to_end(self, tp: TopicPart, end: int) -> None:
+        """Restore of ``tp`` done: the task writes next at the log's end (which may have moved
+        past the last record restored, e.g. by an abort marker)."""
+        self.changelog_offsets[tp] = end
+        if self._committed_reads:
+            self.committed_offsets = dict(self.changelog_offsets)
 
     def advance(self, tp: TopicPart, offset: int) -> None:
         """Move the position past records that carry no data (transaction markers)."""

@@ -14,20 +14,27 @@ once the transaction has committed. It costs one read of the bytes store per key
 interval, and the images of the keys written in that interval.
 
 Concurrency: the stream thread writes, query threads read. A write records the image before it
-changes the bytes store, and a read looks at the bytes store before it looks for an image: a read
-that saw the new bytes then finds the image (images are dropped only after the commit, by
-replacing the dict, never by removing keys from it).
+changes the bytes store, and a key read looks at the bytes store before it looks for an image: a
+read that saw the new bytes then finds the image (images are dropped only after the commit, by
+replacing the dict, never by removing keys from it). A scan reads a chunk of the store and merges
+it with the images under the lock a write batch holds, so a key deleted since the commit (gone
+from the store, its image kept) is found too.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from itertools import islice
 from typing import Any
 
 from instance.state.bytes_store import BytesStore
+from instance.state.sorted_keys import SortedKeys
 
 _NONE: Any = object()
+#: entries a scan reads under the lock at a time (the writer waits at most that long)
+_CHUNK = 1000
 
 
 class CommittedView:
@@ -39,6 +46,14 @@ class CommittedView:
         self.inner = inner
         #: key -> its bytes at the last commit (None: absent), for the keys written since
         self._undo: dict[bytes, bytes | None] = {}
+        #: the keys of ``_undo`` that existed at the commit: appended by writes, sorted into
+        #: ``_existed_sorted`` by the scans that need them (under ``_lock``)
+        self._existed: list[bytes] = []
+        self._existed_sorted = SortedKeys()
+        self._sorted_upto = 0
+        #: held by a write batch (images, then the bytes store) and by a scan reading one chunk,
+        #: so a chunk and the images it is merged with are of the same moment
+        self._lock = threading.Lock()
         self._recording = True
         self.get = inner.get
         self.items = inner.items
@@ -52,16 +67,20 @@ class CommittedView:
             self.inner.write(items)
             return
         rows = items if isinstance(items, list) else list(items)
-        undo, read = self._undo, self.inner.get
-        for k, _ in rows:
-            if k not in undo:
-                undo[k] = read(k)
-        self.inner.write(rows)
+        with self._lock:
+            undo, read, existed = self._undo, self.inner.get, self._existed
+            for k, _ in rows:
+                if k not in undo:
+                    image = undo[k] = read(k)
+                    if image is not None:
+                        existed.append(k)
+            self.inner.write(rows)
 
     @contextmanager
-    def committed_writes(self) -> Iterator[None]:
-        """Writes of records committed already (restore from the changelog) take no images: a
-        restore would otherwise read the store once per record for nothing."""
+    def unrecorded(self) -> Iterator[None]:
+        """Writes that take no images: records committed already (a restore, which would
+        otherwise read the store once per record for nothing), and retention dropping expired
+        segments (not transactional, as in Kafka Streams)."""
         self._recording = False
         try:
             yield
@@ -71,7 +90,8 @@ class CommittedView:
     def mark_committed(self) -> None:
         """The transaction that wrote everything below has committed."""
         if self._undo:
-            self._undo = {}
+            with self._lock:
+                self._undo, self._existed, self._existed_sorted, self._sorted_upto = {}, [], SortedKeys(), 0
 
     def committed_get(self, key: bytes) -> bytes | None:
         data = self.inner.get(key)  # first: see the module doc
@@ -81,27 +101,47 @@ class CommittedView:
     def committed_items(self, start: bytes | None = None,
                         end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """``inner``'s entries in ``[start, end)`` with the images in place of what was written
-        since the commit (an image None hides a key added since, an image of a key deleted since
-        brings it back). The images are copied once at the start: a long scan that meets a key
-        written after that reads it as written (a page of a scan is a moment, not the scan)."""
-        undo = dict(self._undo)  # one C-level copy: the stream thread adds to the dict
-        images = sorted((k, v) for k, v in undo.items()
-                        if (start is None or k >= start) and (end is None or k < end))
-        i, n = 0, len(images)
-        for kb, vb in self.inner.items(start, end):
-            while i < n and images[i][0] < kb:
-                if images[i][1] is not None:
-                    yield images[i]  # type: ignore[misc]  # checked: not None
+        since the commit (an image None hides a key added since; the image of a key deleted
+        since brings it back). Read in chunks, each merged with the images of its moment: a long
+        scan is exact key by key, not one snapshot (nor is a scan of a store that commits)."""
+        lo = start
+        while True:
+            with self._lock:
+                chunk = list(islice(self.inner.items(lo, end), _CHUNK))
+                more = len(chunk) == _CHUNK
+                hi = chunk[-1][0] + b"\x00" if more else end
+                out = self._merged(chunk, self._existed_in(lo, hi))
+            yield from out
+            if not more:
+                return
+            lo = hi
+
+    def _existed_in(self, lo: bytes | None, hi: bytes | None) -> list[bytes]:
+        """The keys in ``[lo, hi)`` that existed at the commit and were written since (under
+        ``_lock``): the ones a deletion may have taken out of the bytes store."""
+        existed, sorted_keys = self._existed, self._existed_sorted
+        for k in existed[self._sorted_upto:]:
+            sorted_keys.add(k)
+        self._sorted_upto = len(existed)
+        return sorted_keys.range(lo, hi)
+
+    def _merged(self, chunk: list[tuple[bytes, bytes]], existed: list[bytes]) -> list[tuple[bytes, bytes]]:
+        undo = self._undo
+        out: list[tuple[bytes, bytes]] = []
+        i, n = 0, len(existed)
+        for kb, vb in chunk:
+            while i < n and existed[i] < kb:  # gone from the store since the commit
+                out.append((existed[i], undo[existed[i]]))  # type: ignore[arg-type]  # existed: not None
                 i += 1
-            if i < n and images[i][0] == kb:
-                if images[i][1] is not None:
-                    yield images[i]  # type: ignore[misc]
+            if i < n and existed[i] == kb:
                 i += 1
-            else:
-                yield kb, vb
-        for kv in images[i:]:
-            if kv[1] is not None:
-                yield kv  # type: ignore[misc]
+            image = undo.get(kb, _NONE)
+            if image is _NONE:
+                out.append((kb, vb))
+            elif image is not None:
+                out.append((kb, image))
+        out += ((k, undo[k]) for k in existed[i:])  # type: ignore[misc]
+        return out
 
 
 class CommittedReads:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from typing import Any, Self
 
 from instance.errors import InvalidStateStoreException
@@ -84,7 +85,9 @@ class WindowedStoreBase:
         if any(s < min_live for s in self.inner.segments):
             if self.before_write is not None:  # the store changes below the checkpoint
                 self.before_write()
-            self.inner.drop_segments_before(min_live)
+            view = self.committed_view
+            with nullcontext() if view is None else view.unrecorded():
+                self.inner.drop_segments_before(min_live)
 
     def _time_of(self, typed_key: Any) -> int:
         """The time a key is segmented by (window start, session end)."""

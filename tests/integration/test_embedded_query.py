@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,7 +126,9 @@ class _CommitOnRequest(ContextualProcessor):
 def test_exactly_once_queries_read_only_committed_state(bootstrap: str, tmp_path: Path, unique: str) -> None:
     """Under exactly-once a query reads what the last transaction committed (KIP-892's
     read-committed queries): counts processed, sent and not committed yet are not answered, since a
-    crash would abort them and the next owner would answer less without a stale flag."""
+    crash would abort them and the next owner would answer less without a stale flag. Over a
+    thousand keys make the store write a batch below before the commit, so RocksDB holds
+    uncommitted counts when the queries come."""
     topic, out = f"ec-{unique}", f"ec-out-{unique}"
     ensure_topic(bootstrap, topic, 1)
     ensure_topic(bootstrap, out, 1)
@@ -136,30 +139,44 @@ def test_exactly_once_queries_read_only_committed_state(bootstrap: str, tmp_path
     streams = KafkaStreams(b.build(), {"application.id": f"ec-{unique}", "bootstrap.servers": bootstrap,
                                        "state.dir": str(tmp_path / "state"), "processing.guarantee": "exactly_once_v2",
                                        "commit.interval.ms": "600000", "statestore.cache.max.bytes": "0"})
+    words = [f"w{i:04d}" for i in range(1500)]
     streams.start()
     try:
         assert streams.wait_for_state({State.RUNNING}, 60), streams.state
-        produce(bootstrap, topic, [(b"a", b"x")] * 3)
-        # processed: the count is on the output topic, in the open transaction
-        wait_until(lambda: "3" in _uncommitted_values(bootstrap, out), 60, "the count in the open transaction")
-        r = streams.query(StateQueryRequest(STORE, KeyQuery("a"))).only_partition_result()
-        assert r.is_success and r.result is None and r.position == 0, (r.result, r.position)
-        produce(bootstrap, topic, [(b"a", b"commit")])
+        produce(bootstrap, topic, [(w.encode(), b"x") for w in words] + [(b"a", b"x")] * 3)
+        # processed: every count is on the output topic, in the open transaction
+        wait_until(lambda: _uncommitted_latest(bootstrap, out).get("a") == "3", 60,
+                   "the counts in the open transaction")
 
-        def answer() -> tuple[int | None, int]:
-            r = streams.query(StateQueryRequest(STORE, KeyQuery("a"))).only_partition_result()
+        def answer(key: str) -> tuple[int | None, int]:
+            r = streams.query(StateQueryRequest(STORE, KeyQuery(key))).only_partition_result()
+            assert r.is_success, r
             return r.result, r.position
-        wait_until(lambda: answer()[0] == 4, 60, "the committed count")
-        assert answer()[1] > 0
+        assert answer("a") == (None, 0) and answer(words[0]) == (None, 0) and answer(words[-1]) == (None, 0)
+        assert streams.query(StateQueryRequest(STORE, RangeQuery())).only_partition_result().result == []
+        produce(bootstrap, topic, [(b"a", b"commit")])
+        wait_until(lambda: answer("a")[0] == 4, 60, "the committed count")
+        assert answer(words[0])[0] == 1 and answer("a")[1] > 0
+        assert len(streams.query(StateQueryRequest(STORE, RangeQuery())).only_partition_result().result) == 1501
     finally:
         streams.close(30)
 
 
-def _uncommitted_values(bootstrap: str, topic: str) -> list[str]:
+def _uncommitted_latest(bootstrap: str, topic: str) -> dict[str, str]:
+    """The latest value of each key in partition 0 of ``topic``, transactions open or not."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"peek-{topic}", "enable.auto.commit": False,
                   "isolation.level": "read_uncommitted", "auto.offset.reset": "earliest"})
     try:
+        high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
         c.assign([TopicPartition(topic, 0, 0)])
-        return [m.value().decode() for m in c.consume(100, 2.0) if m.error() is None and m.value() is not None]
+        latest: dict[str, str] = {}
+        position, deadline = 0, time.monotonic() + 20
+        while position < high and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                if m.error() is None:
+                    position = m.offset() + 1
+                    if m.key() is not None and m.value() is not None:
+                        latest[m.key().decode()] = m.value().decode()
+        return latest
     finally:
         c.close()

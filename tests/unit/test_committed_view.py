@@ -96,6 +96,7 @@ def test_restored_records_are_committed(tmp_path: Path) -> None:
     sm.restore(TP, [(b"a", b"5", 0), (b"b", b"7", 0)], 3)  # two records and a commit marker
     store = sm.stores["counts"]
     assert store.query_get("a") == "5" and sm.position(TP) == 3
+    assert store.committed_view is not None and not store.committed_view._undo  # no images taken
     sm.close(checkpoint=False)
 
 
@@ -120,3 +121,44 @@ def test_exactly_once_window_and_session_queries_read_committed_windows() -> Non
     sm.flush()
     sm.transaction_committed()
     assert w.for_query().fetch("k", 0, 100) == [(0, "1"), (10, "2")]
+
+
+def test_a_scan_across_chunks_stays_committed_while_the_task_writes(bytes_store: BytesStore) -> None:
+    """A scan reads the store in chunks; writes between two chunks (updates, additions, and
+    deletions of committed keys) do not reach it."""
+    view = CommittedView(bytes_store)
+    keys = [b"k%05d" % i for i in range(2500)]
+    view.write([(k, b"c") for k in keys])
+    view.mark_committed()
+    scan = view.committed.items()
+    first = [next(scan) for _ in range(10)]  # the first chunk is read
+    view.write([(keys[1500], b"new"), (keys[2100], None), (b"k01500x", b"added")])
+    view.write([(keys[2200], None)])
+    view.write([(keys[2200], b"again")])  # deleted and put back within the transaction
+    rest = list(scan)
+    assert first + rest == [(k, b"c") for k in keys]
+    assert list(view.committed.items(keys[2099], keys[2101])) == [(keys[2099], b"c"), (keys[2100], b"c")]
+    view.mark_committed()
+    after = dict(view.committed.items())
+    assert after[keys[1500]] == b"new" and keys[2100] not in after and after[b"k01500x"] == b"added"
+
+
+def test_restore_and_retention_take_no_images(tmp_path: Path) -> None:
+    sm = ProcessorStateManager(TID, tmp_path, APP, active=True, eos=True)
+    spec = StoreSpec("w", StringSerde(), StringSerde(), kind="window", retention_ms=60_000, window_size_ms=10)
+    sm.register_stores([spec], in_memory=False, cache_max_entries=100,
+                       changelog_for=lambda s: lambda batch: sm.logged(("w", 1), len(batch)))
+    w = sm.stores["w"]
+    view = w.committed_view
+    assert view is not None
+    w.put("k", "1", 0)
+    sm.flush()
+    sm.transaction_committed()
+    w.put("k", "2", 10)
+    sm.flush()
+    assert view._undo  # a processed write keeps its image until the commit
+    sm.transaction_committed()
+    w.put("k", "3", 10 * 60_000)  # stream time moves on: the first segments expire
+    assert not view._undo  # the retention's deletes took none (the put is still in the cache)
+    assert w.for_query().fetch("k", 0, 100) == []  # expired by stream time
+    sm.close(checkpoint=False)
