@@ -74,8 +74,8 @@ class Scan:
         self._request = request
         self.page_size = page_size
         self.limit = limit
-        self.raw = raw
-        self.follow_position = follow_position
+        #: decode nothing; the partition whose position bounds the next page (None: the request's bound)
+        self.raw, self.followed = raw, (request.scan.partitions[0] if follow_position else None)
         #: where the scan starts: a ``next_page_token`` of an earlier run of the same query
         self.page_token = page_token
         #: resumes after the last entry returned ("" once the store is exhausted), so a caller that
@@ -144,8 +144,6 @@ class _Pages:
         scan.next_page_token = ""
         self.returned, self.token, self.done = 0, scan.page_token, False
         self.bound = scan._request.options.position
-        #: the partition whose position bounds the next page (follow_position), else None
-        self.followed = scan._request.scan.partitions[0] if scan.follow_position else None
         self.decode: tuple[Serde, Serde] | None = None
 
     def next_request(self) -> ScanRequest | None:
@@ -172,7 +170,7 @@ class _Pages:
             scan.reports[s.partition] = PartitionReport(first, s)
             if not s.available:
                 scan.missing.setdefault(s.partition, s.reason)
-            elif s.partition == self.followed and s.metadata.position_token and s.metadata.position >= 0:
+            elif s.partition == scan.followed and s.metadata.position_token and s.metadata.position >= 0:
                 self.bound = s.metadata.position_token  # later pages: never older than this one
         kd, vd = self.decode[0].deserialize, self.decode[1].deserialize
         for e in page.entries:
