@@ -1,13 +1,14 @@
 """The instances source: Spark tasks scan the live stores through the mesh's All stream, one task
-per store partition, each asking any instance (which routes it to the partition's active, or a
-standby with ``--allow-stale``, exactly as for any client).
+per store partition, each with the routing client (router/client: entry instances, the one that
+cannot be reached passed over for the next, pages, TLS and the token), which routes the scan to
+the partition's active, or a standby with ``--allow-stale``, exactly as for any client.
 
 Each task reports who served its partition, in which role, at which position and lag: one status
-row per partition, kept apart by the driver for the manifest. The first page's position token
-bounds the later pages, so a partition never goes back in time between pages (it may move
-forward while the scan pages through a store that keeps changing: the manifest then shows a
-``first_position`` below ``position``). A refusal (REBALANCING, ...) is retried until the
-timeout; an instance that cannot be reached is skipped for the next one.
+row per partition, kept apart by the driver for the manifest. Each page's position token bounds
+the next, so a partition never goes back in time between pages (it may move forward while the
+scan pages through a store that keeps changing: the manifest then shows a ``first_position``
+below ``position``). A refusal (REBALANCING, ...) or a mesh that cannot be reached is asked again,
+from the first page, until the timeout.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ import grpc
 import pyarrow as pa
 
 from analytics.snapshot.columns import Layout
-from router.core.scan_wire import read_stream
-from router.core.status_details import refusal_of
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from analytics.snapshot.mesh import MeshAccess, retryable
+from router.client.client_core import Backoff, Deadline
+from router.client.scan_pages import Scan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,82 +37,60 @@ class PartitionUnavailable(RuntimeError):
     pass
 
 
-def scan_partition(store: str, partition: int, endpoints: list[str], allow_stale: bool, position: str,
-                   timeout: float) -> tuple[list[bytes], list[bytes], dict[str, Any]]:
-    """(keys, values, status) of one partition, asked of ``endpoints`` in turn."""
-    if not endpoints:
-        raise PartitionUnavailable(f"{store}[{partition}]: no live instance to ask")
-    deadline = time.monotonic() + timeout
-    order = endpoints[partition % len(endpoints):] + endpoints[:partition % len(endpoints)]
-    last = ""
-    while True:
-        for ep in order:
-            channel = grpc.insecure_channel(ep)
+def scan_partition(access: MeshAccess, store: str, partition: int,
+                   position: str) -> tuple[list[bytes], list[bytes], dict[str, Any]]:
+    """(keys, values, status) of one partition, bounded below by ``position`` (a token, or "")."""
+    deadline, backoff = Deadline.within(access.timeout_s), Backoff(0.2, 1.0)
+    with access.client(partition) as client:
+        while True:
+            scan = client.scan_partition(store, partition, allow_stale=access.allow_stale, position=position,
+                                         page_size=PAGE)
             try:
-                return _pages(pb_grpc.InteractiveQueryStub(channel), store, partition, allow_stale, position,
-                              timeout, ep)
+                keys, values = [], []
+                for item in scan:
+                    keys.append(item.key)
+                    values.append(item.value)
+                return keys, values, status_row(scan, store, partition)
             except grpc.RpcError as e:
-                code, details = e.code(), e.details() or ""
-                last = f"{ep}: {code.name} {details}"
-                if code is grpc.StatusCode.UNAVAILABLE and refusal_of(e) is not None:
-                    break  # the cluster's answer (REBALANCING...): the same from any entry; ask again later
-                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                last = f"{e.code().name} {e.details() or ''}"
+                if not retryable(e):
                     raise PartitionUnavailable(f"{store}[{partition}]: {last}") from None
-            finally:
-                channel.close()
-        if time.monotonic() > deadline:
-            raise PartitionUnavailable(f"{store}[{partition}] could not be read within {timeout}s; last: {last}")
-        time.sleep(0.5)
+                pause = backoff.pause(deadline)
+                if pause is None:
+                    raise PartitionUnavailable(f"{store}[{partition}] could not be read within "
+                                               f"{access.timeout_s:g}s; last: {last}") from None
+            time.sleep(pause)
 
 
-def _pages(stub: pb_grpc.InteractiveQueryStub, store: str, partition: int, allow_stale: bool, position: str,
-           timeout: float, asked: str) -> tuple[list[bytes], list[bytes], dict[str, Any]]:
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    token, bound, positions = "", position, []
-    first: pb.ReadMetadata | None = None
-    pages = 0
-    while True:
-        req = pb.AllRequest(store=store, options=pb.QueryOptions(allow_stale=allow_stale, position=bound),
-                            scan=pb.ScanOptions(limit=PAGE, page_token=token, require_complete=True,
-                                                partitions=[partition]))
-        page = read_stream(stub.All(req, timeout=timeout))
-        pages += 1
-        md = next(s.metadata for s in page.partitions if s.partition == partition)
-        first = first or md
-        positions.append(md.position)
-        if md.position_token and md.position >= 0:
-            bound = md.position_token  # later pages: never older than this one
-        for e in page.entries:
-            keys.append(e.key)
-            values.append(e.value)
-        assert page.end is not None
-        token = page.end.next_page_token
-        if not token:
-            break
-    status = {"partition": partition, "served_by": md.served_by, "endpoint": md.endpoint, "role": md.role,
-              "instance_state": md.instance_state, "position": max(positions), "first_position": min(positions),
-              "end_offset": md.end_offset, "lag": md.lag, "stale": any([first.stale, md.stale]),
-              "position_token": md.position_token, "pages": pages, "asked": asked}
-    return keys, values, status
+def status_row(scan: Scan, store: str, partition: int) -> dict[str, Any]:
+    """What the manifest records of a partition: who served it, where it stood on the first and
+    the last page."""
+    report = scan.reports.get(partition)
+    if report is None:
+        raise PartitionUnavailable(f"{store}[{partition}]: the mesh's answer did not report the partition")
+    first, md = report.first.metadata, report.last.metadata
+    return {"partition": partition, "served_by": md.served_by, "endpoint": md.endpoint, "role": md.role,
+            "instance_state": md.instance_state, "position": max(first.position, md.position),
+            "first_position": min(first.position, md.position), "end_offset": md.end_offset, "lag": md.lag,
+            "stale": first.stale or md.stale, "position_token": md.position_token, "pages": scan.pages,
+            "asked": scan.asked}
 
 
-def scan_partitions(batches: Iterator[pa.RecordBatch], *, store: str, layout: Layout, endpoints: list[str],
-                    allow_stale: bool, tokens: dict[int, str], timeout: float) -> Iterator[pa.RecordBatch]:
+def scan_partitions(batches: Iterator[pa.RecordBatch], *, access: MeshAccess, store: str, layout: Layout,
+                    tokens: dict[int, str]) -> Iterator[pa.RecordBatch]:
     """mapInArrow function: each input row is a partition; out come its rows and one status row."""
     for b in batches:
         for p in b.column("partition").to_pylist():
-            keys, values, status = scan_partition(store, p, endpoints, allow_stale, tokens.get(p, ""), timeout)
+            keys, values, status = scan_partition(access, store, p, tokens.get(p, ""))
             n = len(keys)
-            yield from layout.batches(p, keys, list(values), [None] * n, [None] * n)
+            yield from layout.batches(p, keys, values, [None] * n, [None] * n)
             yield layout.status_batch(p, json.dumps(status))
 
 
-def scan_frame(spark: SparkSession, store: str, partitions: int, layout: Layout, endpoints: list[str],
-               allow_stale: bool, tokens: dict[int, str], timeout: float) -> DataFrame:
+def scan_frame(spark: SparkSession, access: MeshAccess, store: str, partitions: int, layout: Layout,
+               tokens: dict[int, str]) -> DataFrame:
     """Rows and status rows of every partition; materialized once (a mesh scan is not repeatable)."""
     desc = spark.createDataFrame(spark.sparkContext.parallelize([(p,) for p in range(partitions)], partitions),
                                  "partition INT")
-    fn = functools.partial(scan_partitions, store=store, layout=layout, endpoints=endpoints,
-                           allow_stale=allow_stale, tokens=tokens, timeout=timeout)
+    fn = functools.partial(scan_partitions, access=access, store=store, layout=layout, tokens=tokens)
     return desc.mapInArrow(fn, layout.ddl()).localCheckpoint(eager=True)

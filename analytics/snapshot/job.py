@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from analytics.snapshot.columns import Layout
     from analytics.snapshot.cut import Bounds
+    from analytics.snapshot.mesh import MeshAccess
     from analytics.snapshot.output import SnapshotDir
     from router.core.metadata import StoreInfo
 
@@ -115,8 +116,12 @@ def run_snapshot(opts: SnapshotOptions, spark: SparkSession | None = None) -> di
             bounds = take_cut(opts.bootstrap, opts.kafka_config, stores, opts.at, read_any, opts.application_id,
                               opts.wait_stable_s, opts.timeout_s)
             log(f"cut: {bounds.cut.token(opts.application_id)}")
-        elif opts.at and not all(_position_token(a) for a in opts.at):
-            raise SnapshotError("--source instances takes only position tokens with --at (as read bounds)")
+        else:
+            if opts.at and not all(_position_token(a) for a in opts.at):
+                raise SnapshotError("--source instances takes only position tokens with --at (as read bounds)")
+            from analytics.snapshot.mesh import check_access
+
+            check_access(_mesh_access(opts, catalog.live_endpoints()))  # its TLS settings and token, before Spark
         sp = session.get()
         out = SnapshotDir(sp, opts.out)
         try:
@@ -131,7 +136,8 @@ def run_snapshot(opts: SnapshotOptions, spark: SparkSession | None = None) -> di
                     # read again: Spark took seconds to start, heartbeats seen before are stale by now
                     endpoints = read_catalog(opts.bootstrap, opts.application_id, opts.kafka_config,
                                              opts.timeout_s).live_endpoints()
-                    docs[info.store], served[info.store] = _instances_store(sp, opts, info, endpoints, out)
+                    docs[info.store], served[info.store] = _instances_store(sp, _mesh_access(opts, endpoints),
+                                                                            opts, info, out)
                 log(f"{info.store}: {docs[info.store]['rows']} rows in {time.monotonic() - t:.1f}s")
             manifest = _manifest(opts, created_at, bounds, base, docs, served, sp, time.monotonic() - started)
             out.write_text(MANIFEST, json.dumps(manifest, indent=2) + "\n")
@@ -257,20 +263,26 @@ def _incompatible(base: dict[str, Any], info: StoreInfo, ends: dict[int, int], l
     return ""
 
 
-def _instances_store(sp: SparkSession, opts: SnapshotOptions, info: StoreInfo, endpoints: list[str],
+def _mesh_access(opts: SnapshotOptions, endpoints: list[str]) -> MeshAccess:
+    from analytics.snapshot.mesh import MeshAccess
+
+    return MeshAccess(tuple(endpoints), opts.application_id, opts.security, opts.timeout_s, opts.allow_stale)
+
+
+def _instances_store(sp: SparkSession, access: MeshAccess, opts: SnapshotOptions, info: StoreInfo,
                      out: SnapshotDir) -> tuple[dict[str, Any], dict[str, Any]]:
     from pyspark.sql import functions as F
 
     from analytics.snapshot.columns import Layout
     from analytics.snapshot.instances import scan_frame
+    from analytics.snapshot.mesh import require_endpoints
     from router.core.tokens import PositionToken
 
-    if not endpoints:
-        raise SnapshotError(f"no live instance of {opts.application_id!r} to scan (the changelog source needs none)")
+    require_endpoints(access)
     tokens = {t.partition: a for a in opts.at if (t := PositionToken.decode(a)).store == info.store}
     layout = Layout(info.key_serde, info.value_serde, with_status=True)
-    log(f"{info.store}: scanning {info.partitions} partition(s) through {len(endpoints)} instance(s)")
-    df = scan_frame(sp, info.store, info.partitions, layout, endpoints, opts.allow_stale, tokens, opts.timeout_s)
+    log(f"{info.store}: scanning {info.partitions} partition(s) through {len(access.endpoints)} instance(s)")
+    df = scan_frame(sp, access, info.store, info.partitions, layout, tokens)
     statuses = [json.loads(r["status"]) for r in df.where(F.col("status").isNotNull()).select("status").collect()]
     doc = _write(sp, _finish(df.where(F.col("status").isNull()).drop("status"), layout), out, info)
     doc["mode"] = "full"

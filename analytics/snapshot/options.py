@@ -1,5 +1,8 @@
 """What a snapshot run is asked to do: the flags (shared by ``iqmesh snapshot`` and the spark-submit
-entry point, so both accept exactly the same), and the one error type shown to users."""
+entry point, so both accept exactly the same), and the one error type shown to users. The instances
+source dials the mesh with the client settings of the CLI's client commands (``--config``,
+``--config-file``: ``iqmesh.tls.ca.file``, ``iqmesh.auth.token``), read here because the job under
+spark-submit must not import the CLI."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from dataclasses import dataclass, field
 
 from instance import config_providers
 from instance.errors import ConfigException
+from instance.properties_file import load_properties_file
+from router.core.security import AUTH_TOKEN, NO_SECURITY, TLS_CA_FILE, Security
 
 SOURCES = ("changelog", "instances")
 #: offsets per Spark task before a changelog partition is split into ranges
@@ -40,6 +45,8 @@ class SnapshotOptions:
     allow_stale: bool = False
     #: seconds per call (broker metadata, one page of a mesh scan)
     timeout_s: float = 30.0
+    #: instances source: TLS and the bearer token the instances are dialled with
+    security: Security = NO_SECURITY
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -80,23 +87,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for open transactions below a cut given with --at")
     p.add_argument("--allow-stale", action="store_true", help="instances source: standbys may answer")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per broker call or mesh page")
+    p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
+                   help=f"instances source: a client setting, {TLS_CA_FILE} or {AUTH_TOKEN} (others are "
+                   "ignored; repeatable), as for the client commands")
+    p.add_argument("--config-file", help="a .properties file of client settings (--config wins; default: none)")
+
+
+def _settings(flag: str, items: list[str], file: str | None = None) -> dict[str, str]:
+    """``NAME=VALUE`` items over the properties ``file``, with secrets from files or the environment
+    (``config.providers=...``) resolved."""
+    props: dict[str, str] = {}
+    try:
+        if file:
+            props.update(load_properties_file(file))
+        for item in items:
+            name, eq, value = item.partition("=")
+            if not eq or not name.strip():
+                raise SnapshotError(f"{flag} expects NAME=VALUE, got {item!r}")
+            props[name.strip()] = value.strip()
+        return config_providers.resolve(props)
+    except ConfigException as e:
+        raise SnapshotError(str(e)) from None
+    except OSError as e:
+        raise SnapshotError(f"--config-file: cannot read {file!r} ({e.strerror or e})") from None
+
+
+def client_security(config: list[str], config_file: str | None) -> Security:
+    """The TLS CA and bearer token of ``--config-file`` then ``--config`` (a bad one: SnapshotError)."""
+    try:
+        return Security.from_properties(_settings("--config", config, config_file))
+    except ValueError as e:
+        raise SnapshotError(str(e)) from None
 
 
 def options_from_args(args: argparse.Namespace) -> SnapshotOptions:
-    kafka: dict[str, str] = {}
-    for item in args.kafka_config:
-        name, eq, value = item.partition("=")
-        if not eq or not name.strip():
-            raise SnapshotError(f"--kafka-config expects NAME=VALUE, got {item!r}")
-        kafka[name.strip()] = value.strip()
-    try:  # secrets from files or the environment: --kafka-config config.providers=dir ...
-        kafka = config_providers.resolve(kafka)
-    except ConfigException as e:
-        raise SnapshotError(str(e)) from None
+    kafka = _settings("--kafka-config", args.kafka_config)
     return SnapshotOptions(
         bootstrap=args.bootstrap, application_id=args.application_id, out=args.out,
         stores=tuple(s.strip() for s in (args.stores or "").split(",") if s.strip()),
         source=args.source, at=tuple(t.strip() for a in args.at for t in a.split(",") if t.strip()),
         incremental=args.incremental, master=args.master, split_offsets=args.split_offsets,
         kafka_config=kafka, wait_stable_s=args.wait_stable, allow_stale=args.allow_stale,
-        timeout_s=args.timeout)
+        timeout_s=args.timeout, security=client_security(args.config, args.config_file))

@@ -3,6 +3,8 @@
 Each page is one call; the end message's token asks for the next. What each partition reported is
 kept, so a caller can tell an exact answer from one with holes: a partition that could not answer
 on some page is in :attr:`Scan.missing` with its reason, even if it answered on another page.
+A scan of one partition can keep to that partition's timeline (``follow_position``: each page is
+bounded by the position the page before reported, so a replica behind it cannot answer).
 """
 
 from __future__ import annotations
@@ -40,6 +42,15 @@ def status_to_dict(s: pb.PartitionStatus) -> dict[str, Any]:
             "tried": list(s.tried)}
 
 
+@dataclass(frozen=True)
+class PartitionReport:
+    """What a partition reported on the first and on the last page that asked it: whether, and
+    how far, it moved while the scan paged through it."""
+
+    first: pb.PartitionStatus
+    last: pb.PartitionStatus
+
+
 _MAX_INT32 = 2**31 - 1
 
 
@@ -47,16 +58,24 @@ class Scan:
     """Iterating runs the scan: pages of ``page_size`` (0: the server's default) until the store
     is exhausted or ``limit`` entries were returned. ``call`` sends one request and returns its
     reply stream; it raises ``grpc.RpcError`` as the server answers (INVALID_ARGUMENT,
-    NOT_FOUND, UNAVAILABLE for a ``require_complete`` scan with partitions missing)."""
+    NOT_FOUND, UNAVAILABLE for a ``require_complete`` scan with partitions missing).
+    ``raw``: keys and values as the store holds them (bytes), not decoded; ``follow_position``:
+    a scan of the one partition ``request.scan.partitions`` names sends each later page the
+    position token the page before reported, as its bound."""
 
     def __init__(self, call: Callable[[ScanRequest], Iterable[pb.ScanReply]], request: ScanRequest,
-                 page_size: int = 0, limit: int | None = None, page_token: str = "") -> None:
+                 page_size: int = 0, limit: int | None = None, page_token: str = "", *, raw: bool = False,
+                 follow_position: bool = False) -> None:
         if page_size < 0 or (limit is not None and limit < 0):
             raise ValueError("page_size and limit must not be negative")
+        if follow_position and len(request.scan.partitions) != 1:
+            raise ValueError("follow_position needs a scan of exactly one partition")
         self._call = call
         self._request = request
         self.page_size = page_size
         self.limit = limit
+        #: decode nothing; the partition whose position bounds the next page (None: the request's bound)
+        self.raw, self.followed = raw, (request.scan.partitions[0] if follow_position else None)
         #: where the scan starts: a ``next_page_token`` of an earlier run of the same query
         self.page_token = page_token
         #: resumes after the last entry returned ("" once the store is exhausted), so a caller that
@@ -66,6 +85,8 @@ class Scan:
         self.partitions: dict[int, dict[str, Any]] = {}
         #: partition -> reason, for partitions that could not answer on some page
         self.missing: dict[int, str] = {}
+        #: partition -> its status on the first and the last page that asked it
+        self.reports: dict[int, PartitionReport] = {}
         self.pages = 0
         #: the endpoint the last page was asked of (the entry that scattered it)
         self.asked = ""
@@ -97,8 +118,10 @@ class AsyncScan(Scan):
     """A scan for grpc.aio: ``async for item in scan`` (``call`` is a coroutine function)."""
 
     def __init__(self, call: Callable[[ScanRequest], Awaitable[Iterable[pb.ScanReply]]], request: ScanRequest,
-                 page_size: int = 0, limit: int | None = None, page_token: str = "") -> None:
-        super().__init__(lambda r: (), request, page_size, limit, page_token)
+                 page_size: int = 0, limit: int | None = None, page_token: str = "", *, raw: bool = False,
+                 follow_position: bool = False) -> None:
+        super().__init__(lambda r: (), request, page_size, limit, page_token, raw=raw,
+                         follow_position=follow_position)
         self._acall = call
 
     def __iter__(self) -> Iterator[ScanItem]:
@@ -117,9 +140,10 @@ class _Pages:
 
     def __init__(self, scan: Scan) -> None:
         self.scan = scan
-        scan.partitions, scan.missing, scan.pages = {}, {}, 0
+        scan.partitions, scan.missing, scan.reports, scan.pages = {}, {}, {}, 0
         scan.next_page_token = ""
         self.returned, self.token, self.done = 0, scan.page_token, False
+        self.bound = scan._request.options.position
         self.decode: tuple[Serde, Serde] | None = None
 
     def next_request(self) -> ScanRequest | None:
@@ -130,6 +154,7 @@ class _Pages:
         req.CopyFrom(scan._request)
         req.scan.page_token = self.token
         req.scan.limit = scan._next_size(self.returned)
+        req.options.position = self.bound
         return req
 
     def take(self, page: ReceivedPage) -> Iterator[ScanItem]:
@@ -137,11 +162,16 @@ class _Pages:
         scan.pages += 1
         if self.decode is None:
             scan.key_serde, scan.value_serde = page.header.key_serde, page.header.value_serde
-            self.decode = decode_serde(scan.key_serde), decode_serde(scan.value_serde)
+            self.decode = ((BytesSerde(), BytesSerde()) if scan.raw
+                           else (decode_serde(scan.key_serde), decode_serde(scan.value_serde)))
         for s in page.partitions:
             scan.partitions[s.partition] = status_to_dict(s)
+            first = scan.reports[s.partition].first if s.partition in scan.reports else s
+            scan.reports[s.partition] = PartitionReport(first, s)
             if not s.available:
                 scan.missing.setdefault(s.partition, s.reason)
+            elif s.partition == scan.followed and s.metadata.position_token and s.metadata.position >= 0:
+                self.bound = s.metadata.position_token  # later pages: never older than this one
         kd, vd = self.decode[0].deserialize, self.decode[1].deserialize
         for e in page.entries:
             if scan.limit is not None and self.returned >= scan.limit:

@@ -74,12 +74,28 @@ class QueryClient(ScanMethods[Scan]):
     # -- scans (ScanMethods): iterators over every partition of a store, paging transparently --
     def _scan(self, request: ScanRequest, opts: dict[str, Any]) -> Scan:
         page_size, limit, page_token = prepare_scan(request, **opts)
+        return self._paged(request, page_size, limit, page_token)
+
+    def scan_partition(self, store: str, partition: int, *, allow_stale: bool = False, position: str = "",
+                       page_size: int = 0) -> Scan:
+        """Every entry of one partition of ``store``, keys and values as bytes; each page is
+        bounded by the position the page before reported (the partition never goes back in time
+        while paged); UNAVAILABLE rather than a page without it. ``Scan.reports`` says who served
+        it, where it stood on the first and the last page (what the snapshot job records)."""
+        request = pb.AllRequest(store=store, scan=pb.ScanOptions(partitions=[partition]))
+        page_size, limit, page_token = prepare_scan(request, page_size=page_size, allow_stale=allow_stale,
+                                                    position=position, require_complete=True)
+        return self._paged(request, page_size, limit, page_token, raw=True, follow_position=True)
+
+    def _paged(self, request: ScanRequest, page_size: int, limit: int | None, page_token: str,
+               **how: bool) -> Scan:
+        """A Scan whose pages are asked of entry instances (``how``: Scan's raw, follow_position)."""
         scans: list[Scan] = []
 
         def page(r: ScanRequest) -> list[pb.ScanReply]:
             replies, scans[0].asked = self._run(self.core.scan_page(r))
             return replies
-        scans.append(Scan(page, request, page_size, limit, page_token))
+        scans.append(Scan(page, request, page_size, limit, page_token, **how))
         return scans[0]
 
     def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
