@@ -46,7 +46,8 @@ class GrpcTarget:
         try:
             r = await self.client.get(self.store, key, allow_stale=self.allow_stale)
         except grpc.RpcError as e:
-            raise QueryFailed(status_label(e), (e.details() if isinstance(e, grpc.Call) else "") or "") from None
+            details = getattr(e, "details", None)  # an aio error is no grpc.Call but has details()
+            raise QueryFailed(status_label(e), (details() if callable(details) else "") or "") from None
         md = r.metadata
         return Answer(_count(r.value) if r.found else 0, bool(md["stale"]), int(md["lag"]), str(md["served_by"]))
 

@@ -142,7 +142,8 @@ def passed_on(e: grpc.RpcError, default_details: str) -> RpcStatus:
 def status_label(e: BaseException) -> str:
     """A short label of a gRPC error for counting failures: the code's name, then the refusal's
     reason (``UNAVAILABLE REBALANCING``) or ``WRONG_APPLICATION`` when its details give one."""
-    code = e.code() if isinstance(e, grpc.Call) else None
+    code_of = getattr(e, "code", None)  # grpc.Call and grpc.aio.AioRpcError (not a grpc.Call) have it
+    code = code_of() if callable(code_of) else None
     name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
     details = error_details(e)
     if details.refusal is not None:

@@ -15,7 +15,7 @@ from instance.server.status import to_status
 from router.client.client_core import ClientError, as_call, is_retryable, is_unreachable, unavailable
 from router.client.forward import refusal
 from router.core.application_guard import ApplicationInterceptor, is_wrong_application
-from router.core.status_details import Refusal, error_details, refusal_of, refusal_status
+from router.core.status_details import Refusal, error_details, refusal_of, refusal_status, status_label
 from router.core.unavailable import UnavailableError, UnavailableReason
 from router.gateway.errors import from_rpc_error
 from router.rpc import iqmesh_pb2 as pb
@@ -128,3 +128,10 @@ def test_an_aio_error_becomes_a_finished_call_with_its_typed_details() -> None:
     call = as_call(aio)
     assert isinstance(call, grpc.Call) and (call.code(), call.details()) == (status.code, status.details)
     assert refusal_of(call) == refusal_of(aio) == Refusal(R.REBALANCING, ("a",), "moving")
+
+
+def test_an_aio_error_is_labelled_by_its_code() -> None:
+    """grpc.aio's errors are no grpc.Call: the load tests counted them as UNKNOWN."""
+    e = grpc.aio.AioRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, grpc.aio.Metadata(), grpc.aio.Metadata(), "late")
+    assert status_label(e) == "DEADLINE_EXCEEDED"
+    assert status_label(ValueError("not grpc")) == "UNKNOWN"
