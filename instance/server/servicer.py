@@ -25,7 +25,7 @@ from instance.server.local_query import ask_local
 from instance.server.replies import value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
-from instance.server.strict_handlers import strict_handler
+from instance.server.strict_handlers import add_strict_handlers
 from instance.server.watch import WatchService
 from router.application_guard import ApplicationInterceptor
 from router.channels import ChannelPool
@@ -299,7 +299,7 @@ class QueryServer:
                                                 ApplicationInterceptor(streams.config.application_id)],
                                   options=[("grpc.so_reuseport", 0)])
         self.servicer = QueryServicer(streams, security)
-        self.server.add_generic_rpc_handlers((strict_handler(self.servicer, _SERVICE),))
+        add_strict_handlers(self.server, self.servicer, _SERVICE)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
