@@ -17,7 +17,7 @@ from instance import config_providers
 from instance.errors import ConfigException
 from instance.kafka_clients import ClientKind, client_config, is_client_setting
 from instance.runtime import rebalance_protocol
-from router.security import AUTH_TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
+from router.core.security import AUTH_TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 
 AT_LEAST_ONCE = "at_least_once"
 EXACTLY_ONCE_V2 = "exactly_once_v2"
@@ -92,7 +92,7 @@ class StreamsConfig:
     leave_group_on_close: str = field(default="auto", metadata={"name": "iqmesh.leave.group.on.close"})
     #: the stream threads' group protocol: ``classic`` or ``consumer`` (KIP-848; runtime/rebalance_protocol.py)
     group_protocol: str = field(default="classic", metadata={"name": "group.protocol"})
-    #: transport security of the query server, the forwarding hop and the gateway (router/security.py)
+    #: transport security of the query server, the forwarding hop and the gateway (router/core/security.py)
     tls_cert_file: str = field(default="", metadata={"name": TLS_CERT_FILE})
     tls_key_file: str = field(default="", metadata={"name": TLS_KEY_FILE})
     tls_ca_file: str = field(default="", metadata={"name": TLS_CA_FILE})

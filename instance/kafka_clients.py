@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from instance.errors import ConfigException
-from instance.runtime.kafka_log import client_logging
+from router.core.kafka_log import client_logging
 
 ClientKind = Literal["main.consumer", "restore.consumer", "global.consumer", "producer", "admin"]
 

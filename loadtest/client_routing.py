@@ -22,7 +22,7 @@ import grpc
 
 from instance.local import broker as devbroker
 from instance.local.cluster import LocalCluster, ensure_topic, produce
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 

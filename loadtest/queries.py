@@ -12,7 +12,7 @@ framed gRPC request (5-byte prefix + protobuf body) over HTTP/2, or a REST GET o
   (forwarded, one hop); REST Get through the gateway: peak throughput, p50/p99, then p50/p99 at
   half of that peak (h2load ``--rps``); the peak runs of the four are interleaved ``--reps`` times and
   the median kept;
-* the Python routing client (``router.client.QueryClient``) from threads of this process, random
+* the Python routing client (``router.client.sync_client.QueryClient``) from threads of this process, random
   keys, with the share of answers that took a forwarding hop;
 * ``All`` over the whole store through the Python client (rows/s).
 
@@ -45,7 +45,7 @@ from instance.local import broker as devbroker
 from instance.local.cluster import LocalCluster, ensure_topic
 from instance.local.gateway import GatewayProcess
 from loadtest.bare_get import bench_key
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 

@@ -27,8 +27,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.kafka_clients import produce_when_room
 from instance.kafka_errors import is_topic_exists
-from router.instance_state import State
-from router.metadata import InstanceInfo, StoreInfo
+from router.core.instance_state import State
+from router.core.metadata import InstanceInfo, StoreInfo
 
 
 def _create(admin: AdminClient, topic: str, partitions: int, compact: bool) -> None:
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         publish_app(bootstrap, app, [store])
         t = time.monotonic()
         pack = struct.Struct(">q").pack
-        from router.partitioner import default_partition
+        from router.core.partitioner import default_partition
 
         def records() -> Iterable[tuple[int, bytes, bytes | None]]:
             for u in range(args.updates):

@@ -1,6 +1,6 @@
 """The application as it publishes itself: its stores (changelog topic, serdes, partitions) and its
 instances, read once from ``<application.id>-iqmesh-instances`` with the follower the instances
-and the gateway use (router/instances_follower.py). Nothing here needs flags beyond the bootstrap
+and the gateway use (router/core/instances_follower.py). Nothing here needs flags beyond the bootstrap
 servers and the application id."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from confluent_kafka.admin import AdminClient
 
 from analytics.snapshot.options import SnapshotError
 from instance.kafka_clients import ClientKind, client_config
-from router.instances_follower import InstancesFollower, instances_topic
-from router.metadata import ClusterView, InstanceInfo, StoreInfo
+from router.core.instances_follower import InstancesFollower, instances_topic
+from router.core.metadata import ClusterView, InstanceInfo, StoreInfo
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from instance.serde.serdes import IntSerde, JsonSerde, LongSerde, Serde, StringSerde, serde_by_name
+from router.core.serdes import IntSerde, JsonSerde, LongSerde, Serde, StringSerde, serde_by_name
 
 BATCH_ROWS = 65_536
 

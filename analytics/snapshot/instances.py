@@ -22,10 +22,10 @@ import grpc
 import pyarrow as pa
 
 from analytics.snapshot.columns import Layout
+from router.core.scan_wire import read_stream
+from router.core.status_details import refusal_of
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.scan_wire import read_stream
-from router.status_details import refusal_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from analytics.snapshot.columns import Layout
     from analytics.snapshot.cut import Bounds
     from analytics.snapshot.output import SnapshotDir
-    from router.metadata import StoreInfo
+    from router.core.metadata import StoreInfo
 
 FORMAT = "iqmesh-snapshot/1"
 
@@ -145,7 +145,7 @@ def run_snapshot(opts: SnapshotOptions, spark: SparkSession | None = None) -> di
 
 
 def _position_token(v: str) -> bool:
-    from router.tokens import PositionToken
+    from router.core.tokens import PositionToken
 
     try:
         PositionToken.decode(v)
@@ -263,7 +263,7 @@ def _instances_store(sp: SparkSession, opts: SnapshotOptions, info: StoreInfo, e
 
     from analytics.snapshot.columns import Layout
     from analytics.snapshot.instances import scan_frame
-    from router.tokens import PositionToken
+    from router.core.tokens import PositionToken
 
     if not endpoints:
         raise SnapshotError(f"no live instance of {opts.application_id!r} to scan (the changelog source needs none)")

@@ -30,7 +30,7 @@ def _error_code(e: BaseException) -> str | None:
 
     from instance.cli.kafka import KafkaCommandError
     from instance.local.broker import BrokerError
-    from router.ports import PortInUseError
+    from router.core.ports import PortInUseError
 
     if isinstance(e, grpc.RpcError) and isinstance(e, grpc.Call):
         return e.code().name
@@ -56,7 +56,7 @@ def _error_code(e: BaseException) -> str | None:
 def _error_message(e: BaseException, args: argparse.Namespace) -> str:
     import grpc
 
-    from router.status_details import refusal_of
+    from router.core.status_details import refusal_of
 
     if isinstance(e, grpc.Call):
         details = e.details() or ""
@@ -88,7 +88,7 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 def _tls_hint(details: str, args: argparse.Namespace) -> str:
     """A TLS server closes a plaintext client's connection at once ("Socket closed"): say so."""
-    from router.security import TLS_CA_FILE
+    from router.core.security import TLS_CA_FILE
 
     if "Socket closed" not in details:
         return ""

@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from instance import config_providers
 from instance.errors import ConfigException
 from instance.properties_file import load_properties_file
-from router.security import Security
+from router.core.security import Security
 
 SERVER_NAME_ENV = "IQMESH_ADVERTISED_HOST"
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from instance.cli.options import CommandFactory
 from instance.kafka_clients import produce_when_room
-from instance.serde import Serde, serde_by_name
+from router.core.serdes import Serde, serde_by_name
 
 #: serdes the commands take by name (Kafka's StringSerde, LongSerde, IntegerSerde, our JsonSerde,
 #: raw bytes printed as base64)
@@ -43,8 +43,8 @@ class KafkaCommandError(Exception):
 def _admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    from instance.runtime.kafka_log import client_logging
     from instance.runtime.reachability import check_reachable
+    from router.core.kafka_log import client_logging
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **client_logging()})
     check_reachable(admin, bootstrap)  # BrokerUnreachableException: one line naming the address
@@ -196,7 +196,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
     """Send ``records`` (key, value) and wait until the broker acknowledged each; the number sent."""
     from confluent_kafka import Producer
 
-    from instance.runtime.kafka_log import client_logging
+    from router.core.kafka_log import client_logging
 
     failures: list[str] = []
 
@@ -222,7 +222,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
 def cmd_consume(args: argparse.Namespace) -> int:
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
-    from instance.runtime.kafka_log import client_logging
+    from router.core.kafka_log import client_logging
 
     key_serde, value_serde = _serde(args.key_deserializer), _serde(args.value_deserializer)
     if args.max_messages is not None and args.max_messages < 1:

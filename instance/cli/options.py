@@ -51,7 +51,7 @@ def build_properties(args: argparse.Namespace, shortcuts: dict[str, Any]) -> dic
 
 def client_security(args: argparse.Namespace) -> Any:
     """TLS CA and bearer token of a client command, from --config / --config-file."""
-    from router.security import Security
+    from router.core.security import Security
 
     try:
         return Security.from_properties(build_properties(args, {}))

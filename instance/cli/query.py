@@ -12,7 +12,7 @@ from instance.errors import ConfigException
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from router.client import QueryClient
+    from router.client.sync_client import QueryClient
 
     if args.wait < 0:
         raise ConfigException(f"--wait must be 0 or more seconds, got {args.wait}")
@@ -40,7 +40,7 @@ def _get_waiting(client: Any, args: argparse.Namespace, opts: dict[str, Any]) ->
 
     import grpc
 
-    from router.client_core import is_retryable
+    from router.client.client_core import is_retryable
 
     deadline = time.monotonic() + args.wait
     while True:
@@ -58,7 +58,7 @@ def _get_waiting(client: Any, args: argparse.Namespace, opts: dict[str, Any]) ->
 def cmd_scan(args: argparse.Namespace) -> int:
     """One JSON line per entry (key, value, partition), then one summary line: whether every
     partition answered, each partition's read metadata or reason."""
-    from router.client import QueryClient
+    from router.client.sync_client import QueryClient
 
     opts = {"page_size": args.page_size, "limit": args.limit, "allow_stale": args.allow_stale,
             "max_lag": args.max_lag, "position": args.position or "", "require_complete": args.require_complete,
@@ -83,8 +83,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     or --duration seconds; then one line with the token that resumes after the last change."""
     import dataclasses
 
-    from router.client import QueryClient
-    from router.watch_client import Change
+    from router.client.sync_client import QueryClient
+    from router.client.watch_client import Change
 
     changes = 0
     with QueryClient(args.target, timeout=args.timeout, security=client_security(args)) as client:
@@ -113,7 +113,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_metadata(args: argparse.Namespace) -> int:
-    from router.client import QueryClient, routing_table_to_dict
+    from router.client.sync_client import QueryClient, routing_table_to_dict
 
     with QueryClient(args.target, timeout=args.timeout, security=client_security(args)) as client:
         reply = client.metadata()

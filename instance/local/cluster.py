@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from instance.kafka_clients import produce_when_room
 from instance.kafka_errors import is_topic_exists
 from instance.local.broker import free_port
-from instance.runtime.kafka_log import client_logging
-from router.security import Security
+from router.core.kafka_log import client_logging
+from router.core.security import Security
 
 WORDS = ("kafka streams table stream state store query mesh router partition task thread commit "
          "offset changelog standby replica rebalance restore window join cache punctuate record "
@@ -162,7 +162,7 @@ class LocalCluster:
                      progress: Callable[[str], None] | None = None) -> None:
         """Until every live instance reports RUNNING with all tasks assigned and restored;
         ``progress`` hears what is still awaited every 10 s."""
-        from router.client import QueryClient
+        from router.client.sync_client import QueryClient
 
         want = expected if expected is not None else len(self.running())
         started = time.monotonic()

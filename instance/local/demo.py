@@ -29,8 +29,8 @@ from confluent_kafka import Producer
 from instance.local import broker as devbroker
 from instance.local.cluster import LocalCluster, ensure_topic, produce, sample_lines
 from instance.local.gateway import GatewayProcess
-from instance.runtime.kafka_log import client_logging
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
+from router.core.kafka_log import client_logging
 
 # a module name, not a path: importable from an installed distribution as from the source tree
 APP = "examples.wordcount"

@@ -130,7 +130,12 @@ CLIENT_PROPERTIES = "client.properties"
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random id, never one starting with "-": the storage tool would read it as an option
+    (1 run in 64 failed so; Kafka's own Uuid.randomUuid redraws such ids too)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _listeners(data_dir: Path, node: _Node) -> dict[str, object]:

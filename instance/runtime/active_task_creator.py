@@ -22,7 +22,7 @@ from instance.runtime.timestamps import timestamp_extractor
 from instance.state.kv_store import ChangelogSend
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
 from instance.topology.topology import Topology
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 
 TopicPart = tuple[str, int]
 

@@ -13,7 +13,7 @@ A partition is registered in one of two modes:
   second. So a standby never reflects input that will be processed again.
 
 Restoring has priority: standby partitions stay paused while any partition restores. Caught up, the
-standby partitions pause for ``idle_s`` (router/idle_fetch.py: the dev broker answers idle fetches
+standby partitions pause for ``idle_s`` (router/core/idle_fetch.py: the dev broker answers idle fetches
 in a tight loop) and, resumed, stay resumed for ``window_s`` so a fetch has time to come back. The
 stream thread calls :meth:`restore` and :meth:`update_standbys` between polls, so neither blocks
 the group heartbeat.
@@ -34,8 +34,8 @@ from instance.runtime.restore import StateRestoreListener
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task_timeout import retrying
 from instance.state.source_offsets import covered
-from router.idle_fetch import FOLLOWER_PAUSE_S, IdleFetch, PauseAssignment
-from router.task_id import TaskId
+from router.core.idle_fetch import FOLLOWER_PAUSE_S, IdleFetch, PauseAssignment
+from router.core.task_id import TaskId
 
 TopicPart = tuple[str, int]
 #: the group's committed offsets of (input topic, partition) pairs (0 where none)
@@ -222,8 +222,7 @@ class StoreChangelogReader:
             if metrics is not None:
                 metrics.restore_remaining[tp] = 0
             state = c.owner.state
-            # the task writes next at the log's end (which may have moved, e.g. by an abort marker)
-            state.changelog_offsets[tp] = self.end_offsets(*tp)[1]
+            state.restored_to_end(tp, self.end_offsets(*tp)[1])
             if self.listener:
                 self.listener.on_restore_end(tp[0], tp[1], state.store_of(tp).name, c.restored)
             if c.owner not in owners:

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.task_timeout import TaskTimeoutException, is_transient, kafka_error
-from router.partitioner import LIBRDKAFKA_PARTITIONER
+from router.core.partitioner import LIBRDKAFKA_PARTITIONER
 
 Headers = list[tuple[str, str | bytes | None]]
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from instance.state.kv_store import KeyValueStore
 from instance.state.store_builder import build_key_value_store
 from instance.topology.processor import ProcessorContext, RecordContext, node_callable
 from instance.topology.topology import GlobalStore, Topology
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 
 TopicPart = tuple[str, int]
 #: the id the changelog reader knows the global stores by (no sub-topology has it)

@@ -37,9 +37,9 @@ from instance.runtime.task_manager import TaskManager
 from instance.state.cleanup import clean_unowned_task_dirs
 from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
-from router.echo import echo
-from router.local_read import Role
-from router.metadata import (
+from router.core.echo import echo
+from router.core.local_read import Role
+from router.core.metadata import (
     NOT_AVAILABLE,
     ClusterView,
     HostInfo,
@@ -49,8 +49,8 @@ from router.metadata import (
     StoreInfo,
     StorePartitionInfo,
 )
-from router.partitioner import default_partition
-from router.task_id import TaskId
+from router.core.partitioner import default_partition
+from router.core.task_id import TaskId
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")

@@ -52,8 +52,8 @@ from instance.runtime.group_admin import (
     remove_members,
 )
 from instance.runtime.stuck_rebalance import StuckRebalanceWatchdog
-from router.instance_state import State
-from router.metadata import ClusterView, InstanceInfo
+from router.core.instance_state import State
+from router.core.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ import threading
 from collections import defaultdict
 from collections.abc import Mapping
 
-from router.metadata import InstanceCounters
+from router.core.metadata import InstanceCounters
 
 
 class QuerySlot:
-    """One thread's counts (see :class:`router.metadata.InstanceCounters` for their meaning)."""
+    """One thread's counts (see :class:`router.core.metadata.InstanceCounters` for their meaning)."""
 
     __slots__ = ("gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries",
                  "errors")

@@ -10,8 +10,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from instance.errors import BrokerUnreachableException, ConfigException
-from instance.runtime.kafka_log import KAFKA_LOGGER
 from instance.runtime.task_timeout import kafka_error
+from router.core.kafka_log import KAFKA_LOGGER
 
 #: seconds to wait for a first metadata answer (librdkafka retries the connection meanwhile)
 REACH_TIMEOUT_S = 10.0

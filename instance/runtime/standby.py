@@ -17,7 +17,7 @@ from instance.runtime.metrics import TaskMetrics
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
 from instance.runtime.task_state import TaskLifecycle
 from instance.state.spec import StoreSpec
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,11 @@ from typing import Any
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
 from instance.state.change_logging import Batch
 from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
+from instance.state.committed_view import CommittedView
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.spec import StoreSpec
 from instance.state.store_builder import build_store
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 
 TopicPart = tuple[str, int]
 
@@ -55,6 +56,11 @@ class ProcessorStateManager:
         self.checkpoint_current = False
         #: changelogs written in the open transaction (exactly-once: its commit marker takes an offset)
         self.txn_changelogs: set[TopicPart] = set()
+        #: an active task under exactly-once: queries read what the last commit left (KIP-892's
+        #: read-committed queries; ``state/committed_view.py``), at these changelog positions
+        self._committed_reads = active and eos
+        self._views: list[CommittedView] = []
+        self.committed_offsets: dict[TopicPart, int] = {}
         self._written: dict[TopicPart, int] | None = None
         self._closed = False
 
@@ -100,6 +106,7 @@ class ProcessorStateManager:
         self.checkpointed = {tp: checkpoint[tp] for tp in self._persistent if tp in checkpoint}
         self.changelog_offsets = {tp: self.checkpointed.get(tp, 0) for tp in tps.values()}
         self.checkpoint_current = bool(self.checkpointed) and not (self.active and self.eos)
+        self.committed_offsets = dict(self.changelog_offsets)
         for spec in specs:
             inner: BytesStore
             if spec.name in persistent:
@@ -108,7 +115,9 @@ class ProcessorStateManager:
             else:
                 inner = InMemoryBytesStore(spec.name)
             store = build_store(spec, inner, changelog_for(spec) if self.active else None,
-                                cache_max_entries if self.active else 0)
+                                cache_max_entries if self.active else 0, self._committed_reads)
+            if store.committed_view is not None:
+                self._views.append(store.committed_view)
             if self.active:
                 store.before_write = self.invalidate_checkpoint
             self.stores[spec.name] = store
@@ -132,8 +141,16 @@ class ProcessorStateManager:
         """Apply changelog records ``(key, value, timestamp)`` (restore or standby update); the store now reflects the
         changelog up to ``next_offset`` (exclusive)."""
         if records:
-            self._store_of[tp].restore_batch(records)
+            store = self._store_of[tp]
+            view = store.committed_view
+            if view is None:
+                store.restore_batch(records)
+            else:
+                with view.unrecorded():  # what a changelog holds was committed
+                    store.restore_batch(records)
         self.changelog_offsets[tp] = next_offset
+        if self._committed_reads:
+            self.committed_offsets = dict(self.changelog_offsets)
 
     def position(self, tp: TopicPart) -> int:
         """The changelog offset that reflects what the store holds now, for a query's read metadata.
@@ -144,14 +161,25 @@ class ProcessorStateManager:
         only grow, and no flush is half done while they are read."""
         store = self._store_of.get(tp)
         offsets = self.changelog_offsets
+        if self._committed_reads:  # queries read the committed view: its position
+            return self.committed_offsets.get(tp, 0)
         if store is None or not self.active:
             return offsets.get(tp, 0)
         return store.position_with_unlogged(lambda: offsets.get(tp, 0))
+
+    def restored_to_end(self, tp: TopicPart, end: int) -> None:
+        """Restore of ``tp`` done: the task writes next at the log's end (which may have moved
+        past the last record restored, e.g. by an abort marker)."""
+        self.changelog_offsets[tp] = end
+        if self._committed_reads:
+            self.committed_offsets = dict(self.changelog_offsets)
 
     def advance(self, tp: TopicPart, offset: int) -> None:
         """Move the position past records that carry no data (transaction markers)."""
         if offset > self.changelog_offsets.get(tp, 0):
             self.changelog_offsets[tp] = offset
+            if self._committed_reads:
+                self.committed_offsets = dict(self.changelog_offsets)
 
     def logged(self, tp: TopicPart, n: int) -> None:
         """``n`` records were sent to the changelog: one idempotent writer per changelog
@@ -166,6 +194,14 @@ class ProcessorStateManager:
         for tp in self.txn_changelogs:
             self.changelog_offsets[tp] += 1
         self.txn_changelogs.clear()
+        self._now_committed()
+
+    def _now_committed(self) -> None:
+        """Queries may read what the stores hold now. The positions move first: a query reads the
+        value, then the position, which must cover the value (see :meth:`position`)."""
+        self.committed_offsets = dict(self.changelog_offsets)
+        for view in self._views:
+            view.mark_committed()
 
     # -- commit and checkpoint -----------------------------------------------------------------------
     def invalidate_checkpoint(self) -> None:

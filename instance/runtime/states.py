@@ -1,4 +1,4 @@
-"""KafkaStreams.State (router/instance_state.py, with its allowed transitions), the transitions
+"""KafkaStreams.State (router/core/instance_state.py, with its allowed transitions), the transitions
 Kafka Streams ignores, and the state machine that holds it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 
 from instance.errors import IllegalStateException
-from router.instance_state import State
+from router.core.instance_state import State
 
 StateListener = Callable[[State, State], None]
 

@@ -33,8 +33,8 @@ from instance.runtime.task import system_clock_ms
 from instance.runtime.task_manager import TaskManager
 from instance.runtime.task_timeout import retrying
 from instance.topology.topology import Topology
-from router.idle_fetch import IdleFetch, PauseAssignment
-from router.task_id import TaskId
+from router.core.idle_fetch import IdleFetch, PauseAssignment
+from router.core.task_id import TaskId
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,7 @@ class StreamThread(threading.Thread):
             consumer.resume(parts)
 
     def _idle(self, consumer: Consumer, idle_s: float) -> None:
-        """Caught up: pause fetching briefly (router/idle_fetch.py: the dev broker answers idle
+        """Caught up: pause fetching briefly (router/core/idle_fetch.py: the dev broker answers idle
         fetches in a tight loop)."""
         parts = consumer.assignment()
         if not parts:

@@ -29,7 +29,7 @@ from instance.state import source_offsets
 from instance.state.kv_store import ChangelogSend
 from instance.topology.processor import ProcessorContext, Record, RecordContext, node_callable
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 
 log = logging.getLogger(__name__)
 

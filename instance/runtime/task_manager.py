@@ -36,7 +36,7 @@ from instance.runtime.task_committer import TaskCommitter
 from instance.runtime.task_state import TaskState
 from instance.runtime.task_timeout import retrying
 from instance.topology.topology import Topology
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 
 log = logging.getLogger(__name__)
 

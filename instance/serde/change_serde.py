@@ -12,8 +12,8 @@ import struct
 from typing import Any
 
 from instance.errors import SerializationException
-from instance.serde.serdes import Serde
 from instance.state.change import Change
+from router.core.serdes import Serde
 
 _LEN = struct.Struct(">i")
 

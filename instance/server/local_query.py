@@ -10,9 +10,9 @@ from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.query import UNBOUNDED, FailureReason, PositionBound, Query, StateQueryRequest
 from instance.runtime.query.result import QueryResult
 from instance.server.replies import read_metadata
-from router.options import QueryOptions
+from router.core.options import QueryOptions
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
-from router.unavailable import UnavailableError, UnavailableReason
 
 R = TypeVar("R")
 

@@ -8,11 +8,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from instance.serde import Serde
-from router.instance_state import State
-from router.local_read import LocalReplica
+from router.core.instance_state import State
+from router.core.local_read import LocalReplica
+from router.core.serdes import Serde
+from router.core.tokens import PositionToken
 from router.rpc import iqmesh_pb2 as pb
-from router.tokens import PositionToken
 
 _JSON = json.JSONEncoder(separators=(",", ":"), default=str)
 
@@ -30,7 +30,7 @@ def value_to_json(value: Any) -> str:
 def read_metadata(store: str, replica: LocalReplica, served_by: str, endpoint: str,
                   instance_state: State) -> pb.ReadMetadata:
     """Who answered from which replica and how fresh it is (stale: see LocalReplica.is_stale).
-    ``forwarded`` stays false: the instance that forwarded the query marks the reply (router.forward),
+    ``forwarded`` stays false: the instance that forwarded the query marks the reply (router.client.forward),
     so a routing client that asks the replica itself sees an answer without a hop. Kept per
     replica state (a replica moves once per commit: most replies repeat the last one), so the
     message is shared: a reply takes a copy of it (``metadata=``), nobody changes it."""

@@ -1,7 +1,7 @@
 """The scan RPCs of one instance (MultiGet, Range, PrefixScan, All): one page per call.
 
-Each partition is routed like a Get (router.query_router: candidates, lag and position bounds,
-one hop), in parallel; the pages are merged by key (router.scatter). A forwarded scan names its
+Each partition is routed like a Get (router.client.query_router: candidates, lag and position bounds,
+one hop), in parallel; the pages are merged by key (router.client.scatter). A forwarded scan names its
 partitions and is answered from local replicas only, so a scan fans out once.
 """
 
@@ -15,18 +15,18 @@ from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.query import RangePageQuery
 from instance.server.local_query import ask_local
 from instance.server.replies import scan_entry
-from router.channels import ChannelPool
-from router.forward import forward_scan, hop_timeout
-from router.options import QueryOptions
-from router.page_token import PageToken, resume_after
-from router.partitioner import default_partition
-from router.query_router import QueryRouter
+from router.client.forward import forward_scan, hop_timeout
+from router.client.query_router import QueryRouter
+from router.client.scatter import MergedPage, PartitionFailure, PartitionPage, incomplete_error, merge, scatter
+from router.core.channels import ChannelPool
+from router.core.options import QueryOptions
+from router.core.page_token import PageToken, resume_after
+from router.core.partitioner import default_partition
+from router.core.scan_query import ScanKind
+from router.core.scan_wire import ParsedScan, ScanRequest, build_request, parse_request
+from router.core.task_id import TaskId
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_query import ScanKind
-from router.scan_wire import ParsedScan, ScanRequest, build_request, parse_request
-from router.scatter import MergedPage, PartitionFailure, PartitionPage, incomplete_error, merge, scatter
-from router.task_id import TaskId
-from router.unavailable import UnavailableError, UnavailableReason
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000

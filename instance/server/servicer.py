@@ -27,18 +27,18 @@ from instance.server.scans import ScanService
 from instance.server.status import to_status
 from instance.server.strict_handlers import add_strict_handlers
 from instance.server.watch import WatchService
-from router.application_guard import ApplicationInterceptor
-from router.channels import ChannelPool
-from router.forward import forward_fetch, forward_get, hop_timeout
-from router.metadata import InstanceCounters
-from router.options import QueryOptions
-from router.ports import PortInUseError, check_port_free
-from router.query_keys import check_query_key
-from router.query_router import QueryRouter
+from router.client.forward import forward_fetch, forward_get, hop_timeout
+from router.client.query_router import QueryRouter
+from router.core.application_guard import ApplicationInterceptor
+from router.core.channels import ChannelPool
+from router.core.metadata import InstanceCounters
+from router.core.options import QueryOptions
+from router.core.ports import PortInUseError, check_port_free
+from router.core.query_keys import check_query_key
+from router.core.scan_wire import ScanRequest
+from router.core.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.scan_wire import ScanRequest
-from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 
 log = logging.getLogger(__name__)
 #: threads reading the partitions of scans in parallel (locally or one hop away)

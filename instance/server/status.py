@@ -1,5 +1,5 @@
 """The one place where runtime and routing errors become gRPC statuses (code, details text and,
-for a refusal, typed details: router/status_details.py)."""
+for a refusal, typed details: router/core/status_details.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from instance.errors import (
     TooManyWatchesException,
     UnknownStateStoreException,
 )
-from router.echo import clip
-from router.status_details import RpcStatus, passed_on, refusal_status, refusal_text
-from router.unavailable import UnavailableError, UnavailableReason
+from router.core.echo import clip
+from router.core.status_details import RpcStatus, passed_on, refusal_status, refusal_text
+from router.core.unavailable import UnavailableError, UnavailableReason
 
 
 def to_status(exc: BaseException) -> RpcStatus:

@@ -9,7 +9,7 @@ records, each with a token that resumes right after it. A rebalance moves tasks,
 the stream goes on through it; it reports each change of a watched partition's active owner (from
 the routing table this instance already has) so subscribers know.
 
-Caught up, the consumer lets its partitions go for a short while between reads (router/idle_fetch.py:
+Caught up, the consumer lets its partitions go for a short while between reads (router/core/idle_fetch.py:
 the dev broker answers idle fetches in a tight loop), by unassigning and assigning them again
 at its positions: measured there, pause()/resume() left a resumed partition unfetched for 1-10 s,
 while unassign()/assign() fetched again at once (0.1 s latency), at 2% of a broker core per idle
@@ -31,14 +31,14 @@ from confluent_kafka import Consumer, TopicPartition
 from instance.config import StreamsConfig
 from instance.errors import BadRequest, StoreNotLoggedException, TooManyWatchesException, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
-from instance.serde import Serde
 from instance.server.replies import value_to_json
-from router.idle_fetch import FOLLOWER_PAUSE_S, CallbackSwitch, IdleFetch
-from router.metadata import ClusterView
-from router.query_keys import check_query_key
+from router.core.idle_fetch import FOLLOWER_PAUSE_S, CallbackSwitch, IdleFetch
+from router.core.metadata import ClusterView
+from router.core.query_keys import check_query_key
+from router.core.serdes import Serde
+from router.core.task_id import TaskId
+from router.core.watch_token import encode_offsets, resume_offsets, watch_fingerprint
 from router.rpc import iqmesh_pb2 as pb
-from router.task_id import TaskId
-from router.watch_token import encode_offsets, resume_offsets, watch_fingerprint
 
 #: records per read, and the longest a read waits for them
 BATCH = 1000

@@ -16,6 +16,7 @@ from typing import Any
 from instance.errors import InvalidStateStoreException
 from instance.state.bytes_store import BytesStore
 from instance.state.change_logging import Batch
+from instance.state.committed_view import CommittedView
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import FlushListener, TypedStoreBase
 
@@ -40,12 +41,19 @@ class MeteredKeyValueStore:
     set_flush_listener: Callable[[FlushListener | None], None]
     position_with_unlogged: Callable[[Callable[[], int]], int]
 
-    def __init__(self, spec: StoreSpec, inner: BytesStore, store: TypedStoreBase) -> None:
+    def __init__(self, spec: StoreSpec, inner: BytesStore, store: TypedStoreBase,
+                 committed: tuple[CommittedView, TypedStoreBase] | None = None) -> None:
         self.name = spec.name
         self.spec = spec
         #: the bytes store at the bottom
         self.inner = inner
         self._store = store
+        #: an active task's under exactly-once: what queries read (``committed_view.py``)
+        self.committed_view: CommittedView | None = None
+        #: the typed layer queries read: ``store`` itself, or one over the committed view
+        self._reads = store
+        if committed is not None:
+            self.committed_view, self._reads = committed
         self._open = True
         self.flushes = 0
         self.get = store.get
@@ -91,9 +99,15 @@ class MeteredKeyValueStore:
             raise InvalidStateStoreException(f"store {self.name} is closed (migrated?)")
 
     def query_get(self, key: Any) -> Any:
-        """Read for an interactive query: cache first, then the bytes store; never fills the cache."""
+        """Read for an interactive query: cache first, then the bytes store; never fills the cache.
+        Under exactly-once, what the last commit left (``committed_view.py``)."""
         self._check_open()
-        return self._store.query_get(key)
+        return self._reads.query_get(key)
+
+    def query_range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        """:meth:`range` for an interactive query (under exactly-once, as of the last commit)."""
+        self._check_open()
+        return self._reads.range(start, end)
 
     def all(self) -> Iterator[tuple[Any, Any]]:
         """All entries in key-byte order, the cache overlaid on the bytes store."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from instance.serde import Serde
 from instance.serde.windowed import SessionWindow, Windowed
 from instance.state.segmented import SegmentedBytesStore
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import TypedStoreBase
 from instance.state.windowed_base import WindowedStoreBase
+from router.core.serdes import Serde
 
 _END_START = struct.Struct(">qq")
 #: bytes after the key (end + start), and where the end begins from the end of the key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from instance.serde import Serde
+from router.core.serdes import Serde
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from instance.errors import SerializationException
-from instance.serde.serdes import Serde
 from instance.state.change import ValueAndTimestamp
+from router.core.serdes import Serde
 
 #: one version: (valid from, value or None for a delete)
 Version = tuple[int, Any]

@@ -13,12 +13,12 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from instance.serde import Serde
 from instance.serde.windowed import TimeWindow, Windowed
 from instance.state.segmented import SegmentedBytesStore
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import TypedStoreBase
 from instance.state.windowed_base import WindowedStoreBase
+from router.core.serdes import Serde
 
 _START_SEQ = struct.Struct(">qI")
 _LONG = struct.Struct(">q")

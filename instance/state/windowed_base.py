@@ -8,11 +8,14 @@ sessions) that a key serde of the concrete store turns into Kafka Streams' store
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, Self
 
 from instance.errors import InvalidStateStoreException
 from instance.state.change_logging import Batch
+from instance.state.committed_view import CommittedView
 from instance.state.segmented import SegmentedBytesStore
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import MISSING, FlushListener, TypedStoreBase
@@ -27,6 +30,9 @@ class WindowedStoreBase:
         self.inner = segmented
         self._typed = typed
         self._open = True
+        #: an active task's under exactly-once (:meth:`read_committed`), else None
+        self.committed_view: CommittedView | None = None
+        self._committed: tuple[SegmentedBytesStore, TypedStoreBase] | None = None
         self.flushes = 0
         self.retention_ms = spec.retention_ms
         #: the largest window time put or restored (Kafka Streams' observedStreamTime of the store)
@@ -38,6 +44,23 @@ class WindowedStoreBase:
         #: that key's writes, not every pending write of the store (joins fetch per record)
         self._written: dict[Any, set[Any]] = {}
         self.set_flush_listener: Callable[[FlushListener | None], None] = typed.set_flush_listener
+
+    def read_committed(self, view: CommittedView, segmented: SegmentedBytesStore, typed: TypedStoreBase) -> None:
+        """Queries read ``typed`` over ``segmented``, both over ``view``'s committed side."""
+        self.committed_view = view
+        self._committed = segmented, typed
+
+    def for_query(self) -> Self:
+        """What a query reads: this store, or (read-committed) a copy of it over the committed view,
+        with the stream time and retention of now. A copy, because processors read through the
+        same methods and must see their own writes."""
+        parts = self._committed
+        if parts is None:
+            return self
+        q = copy.copy(self)
+        q.inner, q._typed = parts
+        q._written = {}  # no pending writes: the committed side has none
+        return q
 
     @property
     def before_write(self) -> Callable[[], None] | None:
@@ -62,7 +85,9 @@ class WindowedStoreBase:
         if any(s < min_live for s in self.inner.segments):
             if self.before_write is not None:  # the store changes below the checkpoint
                 self.before_write()
-            self.inner.drop_segments_before(min_live)
+            view = self.committed_view
+            with nullcontext() if view is None else view.unrecorded():
+                self.inner.drop_segments_before(min_live)
 
     def _time_of(self, typed_key: Any) -> int:
         """The time a key is segmented by (window start, session end)."""
@@ -157,6 +182,9 @@ class WindowedStoreBase:
 
     def range(self, start: Any, end: Any) -> Any:
         raise ValueError(f"store {self.name} is a {self.spec.kind} store: key ranges are not supported")
+
+    def query_range(self, start: Any, end: Any) -> Any:
+        return self.range(start, end)
 
     def approximate_num_entries(self) -> int:
         self._check_open()

@@ -19,14 +19,14 @@ from instance.runtime.handlers import ErrorHandling
 from instance.runtime.metrics import MetricName
 from instance.runtime.task import StreamTask
 from instance.runtime.timestamps import timestamp_extractor
-from instance.serde import BytesSerde, Serde
 from instance.state.change import ValueAndTimestamp
 from instance.state.kv_store import KeyValueStore
 from instance.state.session_store import SessionStore
 from instance.state.window_store import WindowStore
 from instance.topology.processor import Headers
 from instance.topology.topology import Topology
-from router.task_id import TaskId
+from router.core.serdes import BytesSerde, Serde
+from router.core.task_id import TaskId
 
 
 class TimestampedKeyValueStoreView:

@@ -8,97 +8,17 @@ after it inserts a repartition topic, which is where the topology splits into su
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from datetime import timedelta
 from typing import Any
 
 from instance.errors import TopologyException
-from instance.serde import LongSerde, Serde
-from instance.serde.serdes import BytesSerde
-from instance.state.spec import StoreSpec
-from instance.state.versioned_store import VersionedStoreSupplier
 from instance.topology import processors as P
 from instance.topology.global_table import GlobalKTable, global_table
 from instance.topology.ktable import KTable, versioned_table, with_old_values
+from instance.topology.materialized import Materialized, MaterializedArg, materialized_of, table_store_spec
 from instance.topology.options import Consumed, Grouped, Produced, serdes_of
 from instance.topology.processors import OldValues
 from instance.topology.topology import InternalTopic, Topology
-
-
-@dataclass(frozen=True)
-class Materialized:
-    """Name and serdes of a store (Kafka Streams' ``Materialized``)."""
-
-    name: str | None = None
-    key_serde: Serde | None = None
-    value_serde: Serde | None = None
-    caching_enabled: bool = True
-    logging_enabled: bool = True
-    in_memory: bool = False
-    #: a versioned store (KIP-889) keeping this much history; only for a source table
-    history_retention_ms: int | None = None
-    #: window and session stores: how long windows are kept (default: window size + grace)
-    retention_ms: int | None = None
-
-    @staticmethod
-    def as_(name: str | VersionedStoreSupplier) -> Materialized:
-        if isinstance(name, VersionedStoreSupplier):
-            return Materialized(name=name.name, caching_enabled=False,
-                                history_retention_ms=name.history_retention_ms)
-        return Materialized(name=name)
-
-    # -- Kafka Streams' builder chain: each returns a copy ---------------------------------------
-    @staticmethod
-    def with_(key_serde: Serde | None = None, value_serde: Serde | None = None) -> Materialized:
-        """Serdes only; the store's name is generated (Kafka Streams' ``Materialized.with``)."""
-        return Materialized(key_serde=key_serde, value_serde=value_serde)
-
-    def with_key_serde(self, serde: Serde) -> Materialized:
-        return replace(self, key_serde=serde)
-
-    def with_value_serde(self, serde: Serde) -> Materialized:
-        return replace(self, value_serde=serde)
-
-    def with_caching_enabled(self) -> Materialized:
-        return replace(self, caching_enabled=True)
-
-    def with_caching_disabled(self) -> Materialized:
-        return replace(self, caching_enabled=False)
-
-    def with_logging_enabled(self, config: dict[str, str] | None = None) -> Materialized:
-        """Logging on (the default); topic configs for the changelog are not supported."""
-        if config:
-            raise TopologyException("changelog topic configs (with_logging_enabled(config)) are not supported")
-        return replace(self, logging_enabled=True)
-
-    def with_logging_disabled(self) -> Materialized:
-        return replace(self, logging_enabled=False)
-
-    def with_retention(self, retention: int | timedelta) -> Materialized:
-        """How long a window or session store keeps windows: milliseconds, or a timedelta (Java's
-        ``Duration``); at least window size + grace."""
-        ms = int(retention.total_seconds() * 1000) if isinstance(retention, timedelta) else retention
-        if not isinstance(ms, int) or isinstance(ms, bool) or ms < 0:
-            raise TopologyException(f"retention must be a non-negative number of ms, got {retention!r}")
-        return replace(self, retention_ms=ms)
-
-    def with_store_type(self, store_type: str) -> Materialized:
-        """``"rocks_db"`` (the default) or ``"in_memory"`` (Kafka Streams' ``StoreType``)."""
-        kind = store_type.lower().replace("-", "_") if isinstance(store_type, str) else store_type
-        if kind not in ("rocks_db", "in_memory"):
-            raise TopologyException(f"store type must be 'rocks_db' or 'in_memory', got {store_type!r}")
-        return replace(self, in_memory=kind == "in_memory")
-
-
-MaterializedArg = Materialized | str | None
-
-
-def _materialized(m: MaterializedArg) -> Materialized:
-    if m is None:
-        return Materialized()
-    if isinstance(m, str):
-        return Materialized(name=m)
-    return m
+from router.core.serdes import BytesSerde, LongSerde, Serde
 
 
 class StreamsBuilder:
@@ -154,7 +74,7 @@ class StreamsBuilder:
         if m.history_retention_ms is not None:
             return versioned_table(self, proc, source, store, ks, vs, m, flag)
         self.topology.add_processor(proc, lambda: with_old_values(P.TableSourceProcessor(store), flag), source)
-        self.topology.add_state_store(_spec(store, ks, vs, m), proc)
+        self.topology.add_state_store(table_store_spec(store, ks, vs, m), proc)
         return KTable(self, proc, store, ks, vs, old_values=flag)
 
     def global_table(self, topic: str, materialized: MaterializedArg | Consumed = None, key_serde: Any = None,
@@ -184,13 +104,7 @@ def _table_args(materialized: Any, key_serde: Any, value_serde: Serde | None,
         raise TopologyException(f"key_serde must be a Serde, got {type(key_serde).__name__}")
     if materialized is not None and not isinstance(materialized, Materialized | str):
         raise TopologyException(f"expected Materialized or a store name, got {type(materialized).__name__}")
-    return consumed or Consumed(), _materialized(materialized), key_serde, value_serde
-
-
-def _spec(name: str, ks: Serde, vs: Serde, m: Materialized) -> StoreSpec:
-    """A KTable's store: timestamped, as Kafka Streams materializes every KTable."""
-    return StoreSpec(name, ks, vs, logging_enabled=m.logging_enabled,
-                     caching_enabled=m.caching_enabled, in_memory=m.in_memory, timestamped=True)
+    return consumed or Consumed(), materialized_of(materialized), key_serde, value_serde
 
 
 class KStream:
@@ -422,15 +336,15 @@ class KGroupedStream:
         vs = m.value_serde or agg_value_serde
         flag = OldValues()
         b.topology.add_processor(node, lambda: with_old_values(make(store), flag), parent)
-        b.topology.add_state_store(_spec(store, ks, vs, m), node)
+        b.topology.add_state_store(table_store_spec(store, ks, vs, m), node)
         return KTable(b, node, store, ks, vs, old_values=flag)
 
     def count(self, materialized: MaterializedArg = None) -> KTable:
-        return self._aggregate("KSTREAM-AGGREGATE-", _materialized(materialized), LongSerde(),
+        return self._aggregate("KSTREAM-AGGREGATE-", materialized_of(materialized), LongSerde(),
                                P.CountProcessor)
 
     def reduce(self, reducer: Callable[[Any, Any], Any], materialized: MaterializedArg = None) -> KTable:
-        return self._aggregate("KSTREAM-REDUCE-", _materialized(materialized), self.value_serde,
+        return self._aggregate("KSTREAM-REDUCE-", materialized_of(materialized), self.value_serde,
                                lambda store: P.ReduceProcessor(store, reducer))
 
     def cogroup(self, aggregator: Callable[[Any, Any, Any], Any]) -> Any:
@@ -448,7 +362,7 @@ class KGroupedStream:
 
     def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
                   materialized: MaterializedArg = None) -> KTable:
-        m = _materialized(materialized)
+        m = materialized_of(materialized)
         if m.value_serde is None:
             raise TopologyException("aggregate() needs Materialized(value_serde=...) for the aggregate")
         return self._aggregate("KSTREAM-AGGREGATE-", m, m.value_serde,

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 from instance.errors import TopologyException
 from instance.topology import processors as P
 from instance.topology.ktable import KTable, with_old_values
+from instance.topology.materialized import MaterializedArg, materialized_of, table_store_spec
 from instance.topology.processors import OldValues
 from instance.topology.topology import source_topics
 
 if TYPE_CHECKING:
-    from instance.topology.builder import KGroupedStream, MaterializedArg
+    from instance.topology.builder import KGroupedStream
 
 Aggregator = Callable[[Any, Any, Any], Any]
 
@@ -47,9 +48,9 @@ class CogroupedKStream:
                   name: str | None = None) -> KTable:
         """One table: each record of any grouped stream updates its key's aggregate through that
         stream's aggregator (starting from ``initializer()``)."""
-        from instance.topology.builder import _insert_repartition, _materialized, _spec
+        from instance.topology.builder import _insert_repartition
         b = self._b
-        m = _materialized(materialized)
+        m = materialized_of(materialized)
         if m.value_serde is None:
             raise TopologyException("cogroup aggregate() needs Materialized(value_serde=...) for the aggregate")
         store = m.name or b.new_name("COGROUPKSTREAM-AGGREGATE-STATE-STORE-")
@@ -68,7 +69,7 @@ class CogroupedKStream:
                 return with_old_values(P.AggregateProcessor(store, initializer, aggregator), flag)
             b.topology.add_processor(node, make, parent)
             nodes.append(node)
-        b.topology.add_state_store(_spec(store, ks, m.value_serde, m), *nodes)
+        b.topology.add_state_store(table_store_spec(store, ks, m.value_serde, m), *nodes)
         merge = name or b.new_name("COGROUPKSTREAM-MERGE-")
         b.topology.add_processor(merge, P.PassThroughProcessor, *nodes)
         b.topology.add_copartition_group(set().union(*(source_topics(b.topology, n) for n in nodes)))

@@ -21,18 +21,16 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from instance.errors import TopologyException
 from instance.state.spec import StoreSpec
 from instance.topology import fk_processors as FP
 from instance.topology import fk_wire as W
 from instance.topology.ktable import KTable, with_old_values
+from instance.topology.materialized import Materialized, MaterializedArg, materialized_of, table_store_spec
 from instance.topology.processors import OldValues, TableSourceProcessor
 from instance.topology.topology import InternalTopic
-
-if TYPE_CHECKING:
-    from instance.topology.builder import Materialized, MaterializedArg
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,6 @@ def as_extractor(fn: Callable[..., Any]) -> FP.Extractor:
 
 def split_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[TableJoined, MaterializedArg]:
     """The optional ``[table_joined][, materialized]`` of a foreign-key join, by type."""
-    from instance.topology.builder import Materialized
     tj: TableJoined | None = kwargs.pop("table_joined", None)
     m: MaterializedArg = kwargs.pop("materialized", None)
     name = kwargs.pop("name", None)
@@ -92,7 +89,6 @@ def split_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[TableJoin
 def fk_join(left: KTable, right: KTable, extractor: Callable[..., Any], joiner: Callable[[Any, Any], Any],
             left_join: bool, table_joined: TableJoined, materialized: MaterializedArg) -> KTable:
     """Wire the join; see the module docstring for what is created."""
-    from instance.topology.builder import _materialized, _spec
     if not isinstance(right, KTable):
         raise TopologyException(f"a foreign-key join needs a KTable, got {type(right).__name__}")
     if not callable(joiner):
@@ -131,7 +127,7 @@ def fk_join(left: KTable, right: KTable, extractor: Callable[..., Any], joiner: 
     resolver = named("-subscription-response-resolver",
                      "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR-")
     output = named("-result", "KTABLE-FK-JOIN-OUTPUT-")
-    m: Materialized = _materialized(materialized)
+    m: Materialized = materialized_of(materialized)
     if materialized is None:  # forward every result, as an unmaterialized result does
         m = replace(m, caching_enabled=False)
     out_store = m.name or b.new_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE-")
@@ -161,7 +157,7 @@ def fk_join(left: KTable, right: KTable, extractor: Callable[..., Any], joiner: 
     left_getter = left.connect_getter(resolver)
     flag = OldValues()
     topo.add_processor(output, lambda: with_old_values(TableSourceProcessor(out_store), flag), resolver)
-    spec = _spec(out_store, m.key_serde or pk_serde, m.value_serde or b.default_value_serde, m)
+    spec = table_store_spec(out_store, m.key_serde or pk_serde, m.value_serde or b.default_value_serde, m)
     topo.add_state_store(spec, output)
     topo.add_copartition_group(left.source_topics() | {resp_topic})
     return KTable(b, output, out_store, spec.key_serde, spec.value_serde, old_values=flag)

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from instance.serde import Serde
 from instance.topology import fk_wire as W
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.table_processors import GetterFactory
+from router.core.serdes import Serde
 
 #: ``extract(key, value) -> foreign key`` (a one-argument extractor is wrapped)
 Extractor = Callable[[Any, Any], Any]

@@ -10,11 +10,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import Serde
 from instance.topology import table_processors as TP
+from instance.topology.materialized import MaterializedArg, materialized_of, table_store_spec
+from router.core.serdes import Serde
 
 if TYPE_CHECKING:
-    from instance.topology.builder import KStream, MaterializedArg, StreamsBuilder
+    from instance.topology.builder import KStream, StreamsBuilder
 
 
 def global_store_getter(store: str) -> TP.GetterFactory:
@@ -32,15 +33,14 @@ class GlobalKTable:
 
 def global_table(builder: StreamsBuilder, topic: str, materialized: MaterializedArg = None,
                  key_serde: Serde | None = None, value_serde: Serde | None = None) -> GlobalKTable:
-    from instance.topology.builder import _materialized, _spec
-    m = _materialized(materialized)
+    m = materialized_of(materialized)
     ks = key_serde or m.key_serde or builder.default_key_serde
     vs = value_serde or m.value_serde or builder.default_value_serde
     store = m.name or builder.new_name(f"{topic}-STATE-STORE-")
     source = builder.new_name("KSTREAM-SOURCE-")
     proc = builder.new_name("KTABLE-SOURCE-")
     # the topic is the store's changelog; readers are other threads, so no cache
-    spec = replace(_spec(store, ks, vs, m), caching_enabled=False, logging_enabled=False)
+    spec = replace(table_store_spec(store, ks, vs, m), caching_enabled=False, logging_enabled=False)
     builder.topology.add_global_store(spec, source, topic, proc, None, ks, vs)
     return GlobalKTable(builder, store, ks, vs)
 

@@ -13,15 +13,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import LongSerde, Serde
 from instance.serde.change_serde import ChangeSerde
 from instance.state.spec import StoreSpec
 from instance.topology import table_processors as TP
+from instance.topology.materialized import MaterializedArg, materialized_of, table_store_spec
 from instance.topology.processors import OldValues
 from instance.topology.topology import InternalTopic, source_topics
+from router.core.serdes import LongSerde, Serde
 
 if TYPE_CHECKING:
-    from instance.topology.builder import KStream, MaterializedArg, StreamsBuilder
+    from instance.topology.builder import KStream, StreamsBuilder
 
 
 def with_old_values(proc: Any, old_values: OldValues) -> Any:
@@ -87,20 +88,18 @@ class KTable:
     def materialize(self, m: Any, prefix: str, value_serde: Serde | None) -> StoreSpec:
         """The spec of a store for a node derived from this table (named, or named as Kafka
         Streams does: ``<prefix>STATE-STORE-<index>``)."""
-        from instance.topology.builder import _spec
         b = self._b
         store = m.name or b.new_name(f"{prefix}STATE-STORE-")
         ks = m.key_serde or self.key_serde or b.default_key_serde
         vs = m.value_serde or value_serde or b.default_value_serde
-        return _spec(store, ks, vs, m)
+        return table_store_spec(store, ks, vs, m)
 
     # -- stateless ----------------------------------------------------------------------------------
     def _transform(self, prefix: str, compute: Callable[[Any, Any], Any], skip_empty: bool,
                    materialized: MaterializedArg, name: str | None, value_serde: Serde | None) -> KTable:
-        from instance.topology.builder import _materialized
         b = self._b
         flag = OldValues()
-        spec = None if materialized is None else self.materialize(_materialized(materialized), prefix,
+        spec = None if materialized is None else self.materialize(materialized_of(materialized), prefix,
                                                                     value_serde)
         store = None if spec is None else spec.name
         node = name or b.new_name(prefix)
@@ -216,9 +215,8 @@ class KGroupedTable:
 
     def _aggregate(self, prefix: str, materialized: MaterializedArg, agg_value_serde: Serde | None,
                    make: Callable[[str, OldValues], Any]) -> KTable:
-        from instance.topology.builder import _materialized, _spec
         b = self._b
-        m = _materialized(materialized)
+        m = materialized_of(materialized)
         vs = m.value_serde or agg_value_serde
         if vs is None:
             raise TopologyException("aggregate() needs Materialized(value_serde=...) for the aggregate")
@@ -234,7 +232,7 @@ class KGroupedTable:
         b.topology.add_internal_topic(InternalTopic(topic))
         flag = OldValues()
         b.topology.add_processor(node, lambda: make(store, flag), source)
-        b.topology.add_state_store(_spec(store, ks, vs, m), node)
+        b.topology.add_state_store(table_store_spec(store, ks, vs, m), node)
         return KTable(b, node, store, ks, vs, old_values=flag)
 
     def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from instance.serde import Serde
 from instance.topology.processor import ProcessorSupplier
+from router.core.serdes import Serde
 
 
 @dataclass

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from instance.errors import TopologyException
-from instance.serde import Serde
+from router.core.serdes import Serde
 
 
 class _CallableExtractor:

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import Serde
 from instance.state.spec import StoreSpec
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.processors import PassThroughProcessor
 from instance.topology.topology import source_topics
 from instance.topology.windows import JoinWindows
+from router.core.serdes import Serde
 
 if TYPE_CHECKING:
     from instance.topology.builder import KStream

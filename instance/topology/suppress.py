@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from instance.errors import StreamsException, TopologyException
-from instance.serde import Serde
 from instance.state.change import Change
 from instance.state.spec import StoreSpec
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindows
+from router.core.serdes import Serde
 
 _TWO_LONGS = struct.Struct(">qq")
 

@@ -14,15 +14,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from instance.errors import TopologyException
-from instance.serde import Serde
 from instance.topology import table_processors as TP
 from instance.topology.ktable import KTable
+from instance.topology.materialized import MaterializedArg, materialized_of
 from instance.topology.processors import OldValues
 from instance.topology.topology import source_topics
 from instance.topology.versioned import VersionedStreamTableJoinProcessor, buffer_spec, check_grace
+from router.core.serdes import Serde
 
 if TYPE_CHECKING:
-    from instance.topology.builder import KStream, MaterializedArg
+    from instance.topology.builder import KStream
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,6 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
     """Each side's changes are joined with the other side's current value; both meet in a merge
     node (materialized if asked). Old values: the left side sends them for a left join, both for
     an outer join (so deleting an unmatched row deletes the result), as Kafka Streams does."""
-    from instance.topology.builder import _materialized
     if not isinstance(right, KTable):
         raise TopologyException(f"a table can only be joined with a KTable, got {type(right).__name__}")
     b = left._b
@@ -80,7 +80,7 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
     this_node = f"{name}-join-this" if name else b.new_name(this_prefix)
     other_node = f"{name}-join-other" if name else b.new_name(other_prefix)
     merge_node = name or b.new_name("KTABLE-MERGE-")
-    spec = None if materialized is None else left.materialize(_materialized(materialized),
+    spec = None if materialized is None else left.materialize(materialized_of(materialized),
                                                                "KTABLE-MERGE-", None)
     store = None if spec is None else spec.name
     flag = OldValues()

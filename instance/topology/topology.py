@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from instance.errors import TopologyException
-from instance.serde import BytesSerde, Serde
 from instance.state.spec import StoreSpec
 from instance.topology.describe import describe
 from instance.topology.nodes import Node, ProcessorNodeDef, SinkNode, SourceNode, SubTopology
 from instance.topology.processor import ProcessorSupplier
+from router.core.serdes import BytesSerde, Serde
 
 __all__ = ["GlobalStore", "InternalTopic", "Node", "ProcessorNodeDef", "SinkNode", "SourceNode", "SubTopology",
            "Topology", "source_topics"]

@@ -10,18 +10,16 @@ from __future__ import annotations
 import heapq
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from instance.errors import TopologyException
-from instance.serde import BytesSerde, Serde
 from instance.state.change import Change
 from instance.state.spec import StoreSpec
 from instance.state.versioned_store import HistorySerde, VersionedKeyValueStore
+from instance.topology.materialized import Materialized
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.processors import OldValues
-
-if TYPE_CHECKING:
-    from instance.topology.builder import Materialized
+from router.core.serdes import BytesSerde, Serde
 
 AsOfGetter = Callable[[Any, int], Any]
 _BUFFER_KEY = struct.Struct(">qq")  # timestamp, arrival sequence

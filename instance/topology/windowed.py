@@ -8,23 +8,17 @@ from collections.abc import Callable
 from typing import Any
 
 from instance.errors import TopologyException
-from instance.serde import LongSerde, Serde
 from instance.serde.windowed import SessionWindowedSerde, TimeWindowedSerde
 from instance.state.spec import StoreSpec
 from instance.topology import processors as P
 from instance.topology import window_aggregate as W
-from instance.topology.builder import (
-    KGroupedStream,
-    KTable,
-    Materialized,
-    MaterializedArg,
-    _insert_repartition,
-    _materialized,
-)
+from instance.topology.builder import KGroupedStream, KTable, _insert_repartition
 from instance.topology.ktable import with_old_values
+from instance.topology.materialized import Materialized, MaterializedArg, materialized_of
 from instance.topology.processors import OldValues
 from instance.topology.topology import source_topics
 from instance.topology.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from router.core.serdes import LongSerde, Serde
 
 AnyWindows = TimeWindows | SlidingWindows | SessionWindows
 
@@ -93,7 +87,7 @@ class _WindowedStream:
         g = self._grouped
         b = g._b
         groups = cogrouped or [(g, aggregator)]
-        m = _materialized(materialized)
+        m = materialized_of(materialized)
         vs = m.value_serde or agg_value_serde
         if vs is None:
             raise TopologyException("aggregate() needs Materialized(value_serde=...) for the aggregate")

@@ -10,9 +10,9 @@ from typing import Any, Protocol
 import grpc
 
 from loadtest.loadgen.recorder import Answer
-from router.async_client import AsyncQueryClient
-from router.security import Security
-from router.status_details import status_label
+from router.client.async_client import AsyncQueryClient
+from router.core.security import Security
+from router.core.status_details import status_label
 
 
 class QueryFailed(Exception):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 
 _RESTORE_END = re.compile(r"restore-end store=(\S+) changelog=(\S+)\[(\d+)\] restored=(\d+)")
 

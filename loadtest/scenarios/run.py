@@ -25,8 +25,8 @@ from loadtest.k8s_sim.statefulset import Options, StatefulSetSim, local_commands
 from loadtest.loadgen.plot import plot
 from loadtest.scenarios.ingest import Ingest
 from loadtest.scenarios.observe import Watcher, read_counts, restored, unsettled
-from router.client import QueryClient
-from router.security import Security
+from router.client.sync_client import QueryClient
+from router.core.security import Security
 
 #: events worth a line on the plot
 PLOTTED = frozenset({"step", "signal", "volume lost", "ready", "terminated", "scale", "rolling update",

@@ -1,5 +1,5 @@
 """The REST gateway for dashboards: aiohttp over the same routing path as gRPC clients (an instance
-routes every query with router.query_router), plus a live dashboard page. ``iqmesh gateway``."""
+routes every query with router.client.query_router), plus a live dashboard page. ``iqmesh gateway``."""
 
 from router.gateway.app import create_app, run_gateway
 from router.gateway.context import GatewayConfig

@@ -16,7 +16,8 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from router.async_client import AsyncQueryClient
+from router.client.async_client import AsyncQueryClient
+from router.client.scan_pages import AsyncScan, Scan, ScanItem
 from router.gateway.context import Gateway, gateway_of
 from router.gateway.errors import ApiError, bad_request, from_rpc_error
 from router.gateway.params import (
@@ -33,7 +34,6 @@ from router.gateway.params import (
 from router.gateway.snapshot import metadata_to_json, store_replicas
 from router.gateway.topology import input_lag_to_json, processing_lag, topology_to_json
 from router.gateway.watch import watch
-from router.scan_pages import AsyncScan, Scan, ScanItem
 
 #: entries fetched per step of a streamed scan (and written per flush)
 STREAM_CHUNK = 500

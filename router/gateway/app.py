@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from router.core.ports import check_port_free
+from router.core.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
 from router.gateway import api, dashboard, events, openapi, ops, protocol_errors
 from router.gateway.auth import auth_middleware
 from router.gateway.context import GATEWAY, Gateway, GatewayConfig
 from router.gateway.errors import error_middleware
 from router.gateway.metrics import metrics_middleware
-from router.ports import check_port_free
-from router.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
 
 log = logging.getLogger(__name__)
 

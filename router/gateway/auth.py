@@ -11,8 +11,8 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from router.core.security import Security, bearer
 from router.gateway.errors import ApiError, Handler, error_response
-from router.security import Security, bearer
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 COOKIE = "iqmesh_token"

@@ -1,8 +1,8 @@
-"""How the gateway asks the cluster: the query client's core (router.async_client), on the
+"""How the gateway asks the cluster: the query client's core (router.client.async_client), on the
 gateway's own event loop, starting from the instances the discovery knows.
 
 The gateway does no routing of its own: the client routes each key (straight to its owner, with
-:class:`router.query_router.QueryRouter`) and asks an entry instance for the rest, moving on when
+:class:`router.client.query_router.QueryRouter`) and asks an entry instance for the rest, moving on when
 one cannot be reached and asking it last for a while, exactly as for any client. A refusal
 (UNAVAILABLE with a reason), NOT_FOUND or INVALID_ARGUMENT is the cluster's answer; what is left
 here is saying so when no instance could be reached at all.
@@ -15,11 +15,11 @@ from typing import TypeVar
 
 import grpc
 
-from router.async_client import LAST_ENTRY, AsyncQueryClient
-from router.channels import AioChannelPool
+from router.client.async_client import LAST_ENTRY, AsyncQueryClient
+from router.core.channels import AioChannelPool
+from router.core.security import NO_SECURITY, Security
 from router.gateway.discovery import Discovery
 from router.gateway.errors import UNREACHABLE, is_refusal, unavailable
-from router.security import NO_SECURITY, Security
 
 T = TypeVar("T")
 

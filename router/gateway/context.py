@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from router.core.security import NO_SECURITY, Security
 from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery, TopicDiscovery
 from router.gateway.metrics import GatewayMetrics
 from router.gateway.snapshot import SnapshotPoller
 from router.gateway.topology import TopologyPoller
-from router.security import NO_SECURITY, Security
 
 
 @dataclass(frozen=True)

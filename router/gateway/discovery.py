@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from router.metadata import ClusterView
+from router.core.metadata import ClusterView
 
 
 class Discovery:

@@ -4,7 +4,7 @@ Handlers raise; :func:`error_middleware` renders. The codes are stable (clients 
 switch on them), the messages are for people. gRPC statuses from the instances map as the servers
 assign them (``instance/server/status.py``): NOT_FOUND is an unknown store, INVALID_ARGUMENT a
 bad key, token or bound, FAILED_PRECONDITION a watch of a store without a changelog, UNAVAILABLE a
-refusal whose typed details give the reason (router/status_details.py).
+refusal whose typed details give the reason (router/core/status_details.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from router.echo import clip
-from router.status_details import refusal_of
+from router.core.echo import clip
+from router.core.status_details import refusal_of
+from router.core.unavailable import STALE_HINT
 
 log = logging.getLogger(__name__)
 
 #: gateway-level reason of a 503 when no instance could be reached at all (the others are
-#: :class:`router.unavailable.UnavailableReason` names, as the instances report them)
+#: :class:`router.core.unavailable.UnavailableReason` names, as the instances report them)
 UNREACHABLE = "UNREACHABLE"
 
 
@@ -62,14 +63,18 @@ def from_rpc_error(e: grpc.RpcError) -> ApiError:
     if code is grpc.StatusCode.UNAVAILABLE:
         refused = refusal_of(e)
         if refused is not None:
-            return unavailable(refused.reason.name, refused.message, list(refused.tried))
+            return unavailable(refused.reason.name, refused.message, list(refused.tried), refused.standby_holds)
         return unavailable(UNREACHABLE, details)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return ApiError(504, "DEADLINE_EXCEEDED", details or "the instances did not answer in time")
     return ApiError(502, "UPSTREAM_ERROR", f"{code.name}: {details}")
 
 
-def unavailable(reason: str, message: str, tried: list[str] | None = None) -> ApiError:
+def unavailable(reason: str, message: str, tried: list[str] | None = None, standby_holds: bool = False) -> ApiError:
+    """503; ``standby_holds``: a stale read would be answered (the message says how, for people)."""
+    if standby_holds:
+        return ApiError(503, "UNAVAILABLE", f"{message}; {STALE_HINT}", reason=reason, tried=tried or [],
+                        standby_holds=True)
     return ApiError(503, "UNAVAILABLE", message, reason=reason, tried=tried or [])
 
 

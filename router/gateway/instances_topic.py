@@ -1,4 +1,4 @@
-"""The gateway's thread around the instances-topic follower (router/instances_follower.py), for a
+"""The gateway's thread around the instances-topic follower (router/core/instances_follower.py), for a
 gateway started with ``--bootstrap``: it learns every instance's endpoint, state and heartbeat the
 way the instances learn each other's, and publishes nothing. When the topic cannot be read it says
 why (``problem``), once and then at most every 30 s (discovery_problem.py).
@@ -13,10 +13,10 @@ from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
 
-from instance.runtime.kafka_log import client_logging
+from router.core.instances_follower import InstancesFollower, ViewWriter
+from router.core.kafka_log import client_logging
+from router.core.metadata import ClusterView
 from router.gateway.discovery_problem import ProblemLog, describe
-from router.instances_follower import InstancesFollower, ViewWriter
-from router.metadata import ClusterView
 
 log = logging.getLogger(__name__)
 

@@ -126,7 +126,9 @@ SCHEMAS: dict[str, Any] = {
         message={"type": "string"},
         reason={"type": "string", "description": "503: REBALANCING, NOT_ACTIVE, NOT_UP_TO_BOUND, "
                 "NO_REPLICA_WITHIN_LAG, NOT_AVAILABLE, UNREACHABLE, NOT_READY"},
-        tried={"type": "array", "items": {"type": "string"}})),
+        tried={"type": "array", "items": {"type": "string"}},
+        standby_holds={"type": "boolean", "description": "503 of a strict read: a standby holds the partition, "
+                       "so the read with allow_stale=true would be answered"})),
     "ReadMetadata": _READ_METADATA,
     "PartitionStatus": _PARTITION_STATUS,
     "Entry": _obj(["key", "value", "partition"], key=_ANY, value=_ANY, partition={"type": "integer"}),

@@ -1,7 +1,7 @@
 """``/metrics`` in the Prometheus text format (0.0.4): the instances' figures from the latest
 routing table, the rates derived from it, the gateway's own request counts and latencies, and every
 live instance's Kafka Streams metrics (its Metrics RPC, asked at each scrape; named as on the
-instance's own ``/metrics``, router/metrics_text.py, with an ``instance`` label)."""
+instance's own ``/metrics``, router/core/metrics_text.py, with an ``instance`` label)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import grpc
 
-from router import metrics_text
+from router.core import metrics_text
 from router.gateway.backend import Backend
 from router.gateway.metrics import BUCKETS, GatewayMetrics
 from router.gateway.snapshot import Snapshot

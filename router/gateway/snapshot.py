@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from router.client import routing_table_to_dict
+from router.client.sync_client import routing_table_to_dict
 from router.gateway.backend import Backend
 from router.gateway.errors import ApiError
 from router.gateway.metrics import GatewayMetrics

@@ -8,7 +8,7 @@ token as its SSE ``id``: a browser's EventSource sends it back as ``Last-Event-I
 reconnects, and the watch goes on right after it (through whichever instance answers then), so a
 dropped connection loses nothing. ``token`` does the same for other clients.
 
-The upstream is the client's watch loop (:class:`router.watch_client.AsyncWatch`, grpc.aio on the
+The upstream is the client's watch loop (:class:`router.client.watch_client.AsyncWatch`, grpc.aio on the
 event loop, so an open watch holds no thread here): when the instance serving it goes away, it
 asks another with the last token and a ``routing`` event (partition -1) says so.
 """
@@ -24,13 +24,13 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from router.client.watch_client import AsyncWatch, Change, Progress, RoutingChange, Started, WatchEvent, WatchNotStarted
 from router.gateway.backend import Backend
 from router.gateway.context import gateway_of
 from router.gateway.errors import UNREACHABLE, ApiError, from_rpc_error, is_refusal, unavailable
 from router.gateway.events import sse
 from router.gateway.params import WATCH_PARAMS, boolean, integer, only
 from router.rpc import iqmesh_pb2 as pb
-from router.watch_client import AsyncWatch, Change, Progress, RoutingChange, Started, WatchEvent, WatchNotStarted
 
 #: a comment this often while nothing happens (keeps proxies from closing the stream, and finds
 #: a client that went away)
@@ -68,7 +68,7 @@ def _event(name: str, data: dict[str, Any], event_id: str = "") -> bytes:
 
 
 def open_watch(backend: Backend, request: pb.WatchRequest) -> AsyncWatch:
-    """The watch of ``request`` through the client's one watch loop (router/watch_client.py):
+    """The watch of ``request`` through the client's one watch loop (router/client/watch_client.py):
     the entries in the backend's order, one round to start it (a refusal of the cluster raises as
     it is), then the same reconnects with the last token as any client's watch."""
     stub = backend.channels.stub

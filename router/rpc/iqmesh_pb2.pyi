@@ -601,7 +601,7 @@ class ErrorStatus(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
 
 class QueryRefusal(_message.Message):
-    __slots__ = ("reason", "tried", "message")
+    __slots__ = ("reason", "tried", "message", "standby_holds")
     class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         REASON_UNSPECIFIED: _ClassVar[QueryRefusal.Reason]
@@ -619,10 +619,12 @@ class QueryRefusal(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     TRIED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_HOLDS_FIELD_NUMBER: _ClassVar[int]
     reason: QueryRefusal.Reason
     tried: _containers.RepeatedScalarFieldContainer[str]
     message: str
-    def __init__(self, reason: _Optional[_Union[QueryRefusal.Reason, str]] = ..., tried: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ...) -> None: ...
+    standby_holds: bool
+    def __init__(self, reason: _Optional[_Union[QueryRefusal.Reason, str]] = ..., tried: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ..., standby_holds: _Optional[bool] = ...) -> None: ...
 
 class WrongApplication(_message.Message):
     __slots__ = ("serving", "expected")

@@ -20,9 +20,9 @@ from analytics.snapshot import SnapshotError, SnapshotOptions
 from analytics.snapshot.cut import Cut
 from analytics.snapshot.job import run_snapshot
 from loadtest.snapshot import publish_app, write_changelog
-from router.metadata import StoreInfo
-from router.partitioner import default_partition
-from router.tokens import decode_json_token
+from router.core.metadata import StoreInfo
+from router.core.partitioner import default_partition
+from router.core.tokens import decode_json_token
 from tests.analytics.helpers import int_cut, snapshot_rows, state_at
 
 pytestmark = pytest.mark.integration
@@ -240,7 +240,7 @@ def test_clear_errors_before_spark_starts(bootstrap: str, tmp_path: Path, unique
 
 
 def _token(store: str, partition: int, offset: int) -> str:
-    from router.tokens import PositionToken
+    from router.core.tokens import PositionToken
 
     return PositionToken(store, partition, offset).encode()
 

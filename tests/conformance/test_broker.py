@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from devtools.suite_broker import suite_engine
 from instance.runtime.broker_kind import describes_itself_as_kafka, membership_assist
-from router.partitioner import default_partition
+from router.core.partitioner import default_partition
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ TIMEOUT = 30.0
 
 
 def java_partition(key: bytes, num_partitions: int) -> int:
-    """Java's default partition (router.partitioner is checked against Kafka's vectors in unit tests)."""
+    """Java's default partition (router.core.partitioner is checked against Kafka's vectors in unit tests)."""
     return default_partition(key, num_partitions)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 
 from instance.local.cluster import LocalCluster, ensure_topic
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 
 APP = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py")
 

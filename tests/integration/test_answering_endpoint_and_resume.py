@@ -27,15 +27,15 @@ from instance.local.broker import free_port
 from instance.local.cluster import LocalCluster, produce
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.server.servicer import QueryServer
-from router.application_guard import APPLICATION_HEADER
-from router.async_client import AsyncQueryClient
-from router.channels import ChannelPool
-from router.client import QueryClient
-from router.forward import forward_get
+from router.client.async_client import AsyncQueryClient
+from router.client.forward import forward_get
+from router.client.sync_client import QueryClient
+from router.client.watch_client import Change
+from router.core.application_guard import APPLICATION_HEADER
+from router.core.channels import ChannelPool
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.unavailable import UnavailableError, UnavailableReason
-from router.watch_client import Change
 from tests.integration.helpers import APP, wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from instance.local.cluster import LocalCluster, ensure_topic
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from devtools.suite_broker import suite_engine
 from instance.local import kafka_broker
 from instance.local.cluster import produce, sample_lines
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 from tests.integration.test_crash_recovery import wait_for_counts
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import collections
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from instance.errors import UnknownStateStoreException
 from instance.local.cluster import ensure_topic, produce
@@ -25,8 +27,9 @@ from instance.runtime.query import (
 )
 from instance.serde import StringSerde
 from instance.topology import StreamsBuilder
-from router.local_read import Role
-from router.partitioner import default_partition
+from instance.topology.processor import ContextualProcessor, Record
+from router.core.local_read import Role
+from router.core.partitioner import default_partition
 from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -109,3 +112,71 @@ def test_bounds_and_missing_partitions_fail_per_partition_with_a_reason(
         streams.query(StateQueryRequest("nope", KeyQuery(key)))
     with pytest.raises(ValueError, match="not a window store"):
         streams.query(StateQueryRequest(STORE, WindowKeyQuery(key, 0, 10)))
+
+
+class _CommitOnRequest(ContextualProcessor):
+    """Asks for a commit when it sees the value ``commit``: the test decides when the transaction
+    commits (the commit interval is too long to reach)."""
+
+    def process(self, record: Record) -> None:
+        if record.value == "commit":
+            self.context().commit()
+
+
+def test_exactly_once_queries_read_only_committed_state(bootstrap: str, tmp_path: Path, unique: str) -> None:
+    """Under exactly-once a query reads what the last transaction committed (KIP-892's
+    read-committed queries): counts processed, sent and not committed yet are not answered, since a
+    crash would abort them and the next owner would answer less without a stale flag. Over a
+    thousand keys make the store write a batch below before the commit, so RocksDB holds
+    uncommitted counts when the queries come."""
+    topic, out = f"ec-{unique}", f"ec-out-{unique}"
+    ensure_topic(bootstrap, topic, 1)
+    ensure_topic(bootstrap, out, 1)
+    b = StreamsBuilder(default_key_serde=S, default_value_serde=S)
+    stream = b.stream(topic)
+    stream.process(_CommitOnRequest)
+    stream.group_by_key().count(STORE).to_stream().map_values(str).to(out)
+    streams = KafkaStreams(b.build(), {"application.id": f"ec-{unique}", "bootstrap.servers": bootstrap,
+                                       "state.dir": str(tmp_path / "state"), "processing.guarantee": "exactly_once_v2",
+                                       "commit.interval.ms": "600000", "statestore.cache.max.bytes": "0"})
+    words = [f"w{i:04d}" for i in range(1500)]
+    streams.start()
+    try:
+        assert streams.wait_for_state({State.RUNNING}, 60), streams.state
+        produce(bootstrap, topic, [(w.encode(), b"x") for w in words] + [(b"a", b"x")] * 3)
+        # processed: every count is on the output topic, in the open transaction
+        wait_until(lambda: _uncommitted_latest(bootstrap, out).get("a") == "3", 60,
+                   "the counts in the open transaction")
+
+        def answer(key: str) -> tuple[int | None, int]:
+            r = streams.query(StateQueryRequest(STORE, KeyQuery(key))).only_partition_result()
+            assert r.is_success, r
+            return r.result, r.position
+        assert answer("a") == (None, 0) and answer(words[0]) == (None, 0) and answer(words[-1]) == (None, 0)
+        assert streams.query(StateQueryRequest(STORE, RangeQuery())).only_partition_result().result == []
+        produce(bootstrap, topic, [(b"a", b"commit")])
+        wait_until(lambda: answer("a")[0] == 4, 60, "the committed count")
+        assert answer(words[0])[0] == 1 and answer("a")[1] > 0
+        assert len(streams.query(StateQueryRequest(STORE, RangeQuery())).only_partition_result().result) == 1501
+    finally:
+        streams.close(30)
+
+
+def _uncommitted_latest(bootstrap: str, topic: str) -> dict[str, str]:
+    """The latest value of each key in partition 0 of ``topic``, transactions open or not."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"peek-{topic}", "enable.auto.commit": False,
+                  "isolation.level": "read_uncommitted", "auto.offset.reset": "earliest"})
+    try:
+        high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+        c.assign([TopicPartition(topic, 0, 0)])
+        latest: dict[str, str] = {}
+        position, deadline = 0, time.monotonic() + 20
+        while position < high and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                if m.error() is None:
+                    position = m.offset() + 1
+                    if m.key() is not None and m.value() is not None:
+                        latest[m.key().decode()] = m.value().decode()
+        return latest
+    finally:
+        c.close()

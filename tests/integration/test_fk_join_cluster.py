@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from instance.local.cluster import LocalCluster, ensure_topic, produce
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration

@@ -23,9 +23,9 @@ from instance.runtime.kafka_streams import KafkaStreams
 from instance.serde import StringSerde
 from instance.server.servicer import QueryServer
 from instance.topology import StreamsBuilder
-from router.async_client import AsyncQueryClient
-from router.client import QueryClient
-from router.metadata import InstanceInfo
+from router.client.async_client import AsyncQueryClient
+from router.client.sync_client import QueryClient
+from router.core.metadata import InstanceInfo
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.helpers import wait_until

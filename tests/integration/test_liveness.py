@@ -12,7 +12,7 @@ import pytest
 
 from instance.cli.health_probe import check
 from instance.server.servicer import LIVENESS
-from router.security import Security
+from router.core.security import Security
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration

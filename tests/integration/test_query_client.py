@@ -24,8 +24,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from instance.local.cluster import produce, sample_lines
-from router.async_client import AsyncQueryClient
-from router.client import QueryClient
+from router.client.async_client import AsyncQueryClient
+from router.client.sync_client import QueryClient
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster

@@ -18,10 +18,10 @@ import grpc
 import pytest
 
 from instance.local.cluster import LocalCluster, produce
-from router.client import QueryClient
-from router.query_keys import MAX_QUERY_KEY_BYTES
+from router.client.sync_client import QueryClient
+from router.core.query_keys import MAX_QUERY_KEY_BYTES
+from router.core.tokens import PositionToken
 from router.rpc import iqmesh_pb2 as pb
-from router.tokens import PositionToken
 from tests.integration.helpers import word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

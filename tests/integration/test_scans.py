@@ -25,10 +25,10 @@ import grpc
 import pytest
 
 from instance.local.cluster import produce, sample_lines
-from router.client import QueryClient
+from router.client.scan_pages import Scan
+from router.client.sync_client import QueryClient
+from router.core.scan_wire import method_of
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_pages import Scan
-from router.scan_wire import method_of
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

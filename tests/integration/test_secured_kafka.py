@@ -25,7 +25,7 @@ from instance.local.broker import free_port
 from instance.local.cluster import produce, sample_lines
 from instance.runtime.group_admin import GroupMember, remove_members
 from instance.runtime.wire_auth import BrokerAuth
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 from tests.integration.test_crash_recovery import wait_for_counts
 

@@ -26,11 +26,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from instance.local.broker import free_port
 from instance.local.cluster import produce, sample_lines
-from router.async_client import AsyncQueryClient
-from router.client import QueryClient
+from router.client.async_client import AsyncQueryClient
+from router.client.sync_client import QueryClient
+from router.core.security import Security
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.security import Security
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

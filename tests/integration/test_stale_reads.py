@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from instance.local.cluster import produce
-from router.client import QueryClient
-from router.tokens import PositionToken
+from router.client.sync_client import QueryClient
+from router.core.tokens import PositionToken
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration

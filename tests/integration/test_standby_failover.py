@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from instance.local.cluster import produce, sample_lines
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

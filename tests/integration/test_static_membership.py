@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from instance.local.cluster import produce, sample_lines
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 from tests.integration.helpers import query_all, static_membership, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

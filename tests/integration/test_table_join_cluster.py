@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from instance.local.cluster import LocalCluster, ensure_topic, produce
-from router.client import QueryClient
+from router.client.sync_client import QueryClient
 
 pytestmark = pytest.mark.integration
 

@@ -29,10 +29,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from instance.local.cluster import LocalCluster, produce
-from router.async_client import AsyncQueryClient
-from router.client import QueryClient
-from router.watch_client import OWNER_CHANGED, RECONNECTED, Change, RoutingChange, Watch
-from router.watch_token import WatchToken
+from router.client.async_client import AsyncQueryClient
+from router.client.sync_client import QueryClient
+from router.client.watch_client import OWNER_CHANGED, RECONNECTED, Change, RoutingChange, Watch
+from router.core.watch_token import WatchToken
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration

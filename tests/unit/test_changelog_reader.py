@@ -10,10 +10,10 @@ from typing import Any
 from instance.runtime import changelog_reader
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.state_manager import ProcessorStateManager
-from instance.serde.serdes import StringSerde
 from instance.state.checkpoint import write_checkpoint
 from instance.state.spec import StoreSpec
-from router.task_id import TaskId
+from router.core.serdes import StringSerde
+from router.core.task_id import TaskId
 from tests.unit.kafka_fakes import FakeConsumer
 
 APP = "app"

@@ -13,12 +13,12 @@ import pytest
 from instance.config import StreamsConfig
 from instance.errors import ConfigException
 from instance.serde import JsonSerde, LongSerde
-from router.options import QueryOptions
-from router.partitioner import default_partition
-from router.query_router import QueryRouter
-from router.routing_table import RoutingTable, decode_value
+from router.client.query_router import QueryRouter
+from router.client.routing_table import RoutingTable, decode_value
+from router.core.options import QueryOptions
+from router.core.partitioner import default_partition
+from router.core.task_id import TaskId
 from router.rpc import iqmesh_pb2 as pb
-from router.task_id import TaskId
 
 BASE = {"application.id": "my-app", "bootstrap.servers": "127.0.0.1:9092"}
 

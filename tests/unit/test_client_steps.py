@@ -8,12 +8,12 @@ from typing import Any
 import grpc
 import pytest
 
-from router.client_core import ClientError, unavailable
-from router.client_steps import ClientCore, Done, Driver, Pause, Refresh, Rpc, Step
-from router.routing_table import RoutingTable
+from router.client.client_core import ClientError, unavailable
+from router.client.client_steps import ClientCore, Done, Driver, Pause, Refresh, Rpc, Step
+from router.client.routing_table import RoutingTable
+from router.core.status_details import refusal_of
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
-from router.status_details import refusal_of
-from router.unavailable import UnavailableError, UnavailableReason
 
 
 class App:

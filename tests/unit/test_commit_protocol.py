@@ -27,7 +27,7 @@ from instance.serde import LongSerde, StringSerde
 from instance.state.checkpoint import read_checkpoint
 from instance.topology import StreamsBuilder
 from instance.topology.topology import Topology
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 from tests.unit.kafka_fakes import FakeBroker, FakeConsumer, FakeGroupConsumer, FakeProducer, message
 
 APP = "app"

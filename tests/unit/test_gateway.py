@@ -15,7 +15,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from instance.local.broker import free_port
-from router.client_core import ClientError, unavailable
+from router.client.client_core import ClientError, unavailable
+from router.core.status_details import refusal_status
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.gateway import GatewayConfig, create_app
 from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery
@@ -27,8 +29,6 @@ from router.gateway.prometheus import render
 from router.gateway.snapshot import Sample, Snapshot, metadata_to_json, rates, store_replicas
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.status_details import refusal_status
-from router.unavailable import UnavailableError, UnavailableReason
 
 
 def FakeRpcError(code: grpc.StatusCode, details: str) -> ClientError:  # noqa: N802 - shaped as a class

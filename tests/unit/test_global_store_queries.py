@@ -16,14 +16,14 @@ from instance.runtime.states import State
 from instance.serde import StringSerde
 from instance.server.servicer import QueryServer
 from instance.topology import StreamsBuilder
+from router.client.routing_table import RoutingTable
+from router.core.local_read import LocalReplica, Role
+from router.core.metadata import InstanceInfo
+from router.core.status_details import refusal_of
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.gateway.snapshot import store_replicas
-from router.local_read import LocalReplica, Role
-from router.metadata import InstanceInfo
-from router.routing_table import RoutingTable
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.status_details import refusal_of
-from router.unavailable import UnavailableError, UnavailableReason
 
 S = StringSerde()
 
@@ -103,7 +103,7 @@ def test_routing_table_and_catalog_carry_the_global_flag() -> None:
     assert table.task_of("lookup", "k") is None  # asked of any instance, which answers itself
     assert table.task_of("counts", "k") is not None
     assert table.value_serde("lookup") is not None
-    from router.client_core import routing_table_to_dict
+    from router.client.client_core import routing_table_to_dict
     md = routing_table_to_dict(reply)
     assert md["global_stores"] == ["lookup"]
     stores = {s["store"]: s for s in store_replicas(md)}
@@ -125,8 +125,8 @@ def test_instance_info_json_stays_compatible() -> None:
 def test_client_passes_a_global_get_to_the_next_instance_when_one_refuses() -> None:
     """An instance still loading the global store refuses (UNAVAILABLE NOT_AVAILABLE): the routing
     client asks the next live instance instead of retrying the same one."""
-    from router.client import QueryClient
-    from router.client_core import unavailable
+    from router.client.client_core import unavailable
+    from router.client.sync_client import QueryClient
 
     reply = pb.MetadataReply(asked="a", store_routes=[
         pb.StoreRoute(store="lookup", subtopology=-1, partitions=0, key_serde="string", value_serde="string",

@@ -1,4 +1,4 @@
-"""No import cycles between our modules.
+"""No import cycles between our modules, and the layers of router/ and instance/ kept apart.
 
 The graph is read from the source with ``ast`` (nothing is imported): every ``import`` counts,
 those inside functions and under ``TYPE_CHECKING`` too, because a lazy import only hides a cycle
@@ -23,8 +23,40 @@ ALLOWED_EDGES: frozenset[tuple[str, str]] = frozenset({
 })
 #: Packages whose modules may import one another in a ring: the DSL, where KStream, KTable and the
 #: grouped, windowed and cogrouped streams return one another (as Kafka Streams' interfaces do),
-#: through lazy imports. Found by this test, not named by the issue.
+#: through lazy imports. Kept by issue 19: typed return values name each other's classes, so only
+#: one module for all of them or Protocols in the public signatures would remove the ring; what the
+#: modules share without returning it (Materialized) is outside it, in instance.topology.materialized.
 RING_PACKAGES: tuple[str, ...] = ("instance.topology",)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Modules in package ``importer`` import nothing from the packages ``forbidden``, except the
+    modules of ``exempt`` (each with the reason it may)."""
+
+    importer: str
+    forbidden: tuple[str, ...]
+    exempt: tuple[tuple[str, str], ...] = ()
+
+
+#: The split of issue 19: a shared core both sides import; the client on the core; the gateway on
+#: the client; the runtime on the core only, its query server and CLI also on the client.
+LAYERS: tuple[Layer, ...] = (
+    Layer("router.core", ("instance", "router.client", "router.gateway")),
+    Layer("router.client", ("instance", "router.gateway")),
+    Layer("router.gateway", ("instance",)),
+    Layer("instance", ("router.client",), exempt=(
+        ("instance.server", "the query server passes a query on to its peers as a client does"),
+        ("instance.cli", "iqmesh query is the client's command line"),
+        ("instance.local", "a local cluster and the demo query the instances they start as any client "
+                           "does (waiting for RUNNING, the demo's queries); tooling of the CLI, not runtime"),
+    )),
+    Layer("instance", ("router.gateway",), exempt=(
+        ("instance.cli", "iqmesh gateway starts the gateway"),
+    )),
+)
+#: router/ is its sub-packages only (a module at its top would belong to no layer)
+ROUTER_PACKAGES: tuple[str, ...] = ("router.core", "router.client", "router.gateway", "router.rpc")
 
 
 @dataclass(frozen=True)
@@ -157,3 +189,46 @@ def test_allowed_edges_exist() -> None:
     edges = graph()
     gone = sorted((a, b) for a, b in ALLOWED_EDGES if b not in edges.get(a, set()))
     assert not gone, f"no longer imported: remove from ALLOWED_EDGES: {gone}"
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def _exemption(layer: Layer, module: str) -> str | None:
+    return next((p for p, _ in layer.exempt if _within(module, p)), None)
+
+
+def test_layers() -> None:
+    edges = graph()
+    broken = sorted(f"{a} -> {b}" for layer in LAYERS for a, targets in edges.items()
+                    if _within(a, layer.importer) and _exemption(layer, a) is None
+                    for b in targets if any(_within(b, f) for f in layer.forbidden))
+    assert not broken, "imports across layers:\n" + "\n".join(broken)
+
+
+def test_exemptions_are_used() -> None:
+    """An exemption no module needs any more leaves its layer (as allowed edges leave their list)."""
+    edges = graph()
+    unused = sorted(f"{layer.importer} -/-> {layer.forbidden}: {package}" for layer in LAYERS
+                    for package, _ in layer.exempt
+                    if not any(_exemption(layer, a) == package and any(_within(b, f) for f in layer.forbidden)
+                               for a, targets in edges.items() for b in targets))
+    assert not unused, "exemptions no longer needed:\n" + "\n".join(unused)
+
+
+def test_router_is_its_packages() -> None:
+    stray = sorted(m for m in modules() if _within(m, "router") and m != "router"
+                   and not any(_within(m, p) for p in ROUTER_PACKAGES))
+    assert not stray, f"router modules outside {ROUTER_PACKAGES}: {stray}"
+
+
+def test_a_layer_break_is_seen() -> None:
+    """The layer check reads real edges: the runtime does import the core, and an import of the
+    client from the runtime would be reported."""
+    edges = graph()
+    assert "router.core.task_id" in edges["instance.runtime.task"]
+    assert "router.client.query_router" in edges["instance.server.servicer"]
+    runtime = next(layer for layer in LAYERS if layer.importer == "instance" and "router.client" in layer.forbidden)
+    assert _exemption(runtime, "instance.runtime.task") is None
+    assert _exemption(runtime, "instance.server.servicer") == "instance.server"

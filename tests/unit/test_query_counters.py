@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from instance.runtime.query_counters import QueryCounters
-from router.instance_state import State
-from router.metadata import InstanceCounters, InstanceInfo
+from router.core.instance_state import State
+from router.core.metadata import InstanceCounters, InstanceInfo
 
 
 def test_threads_count_without_losing_updates() -> None:

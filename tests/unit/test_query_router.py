@@ -13,15 +13,16 @@ import pytest
 
 from instance.runtime.query import FailureReason
 from instance.runtime.query.execute import replica_refusal
-from router.instance_state import State
-from router.local_read import LocalReplica, Role
-from router.metadata import ClusterView, InstanceInfo, StorePartitionInfo
-from router.options import QueryOptions
-from router.query_router import Candidate, QueryRouter
-from router.task_id import TaskId
-from router.tokens import PositionToken
-from router.unavailable import UnavailableError
-from router.unavailable import UnavailableReason as R
+from router.client.query_router import Candidate, QueryRouter
+from router.core.instance_state import State
+from router.core.local_read import LocalReplica, Role
+from router.core.metadata import ClusterView, InstanceInfo, StorePartitionInfo
+from router.core.options import QueryOptions
+from router.core.status_details import refusal_text
+from router.core.task_id import TaskId
+from router.core.tokens import PositionToken
+from router.core.unavailable import UnavailableError
+from router.core.unavailable import UnavailableReason as R
 
 STORE = "counts"
 TASK = TaskId(0, 3)
@@ -352,12 +353,16 @@ def test_a_strict_read_refused_while_a_standby_holds_the_partition_suggests_allo
     hint = "a standby holds this partition: allow stale reads"
     view = view_of(info("b", standby=True))  # the active is gone (rebalancing)
     e = refusal(lambda: route(view, Calls()))
-    assert e.reason is R.REBALANCING and hint in str(e) and "--allow-stale" in str(e)
+    assert e.reason is R.REBALANCING and e.standby_holds  # typed; the status text says it to people
+    assert hint in refusal_text(e) and "--allow-stale" in refusal_text(e)
     view = view_of(info("a", active=True), info("b", standby=True))
     e = refusal(lambda: route(view, Calls(refuse={"a:9000": R.REBALANCING})))
-    assert e.reason is R.REBALANCING and hint in str(e) and e.tried == ("a",)
+    assert e.reason is R.REBALANCING and e.standby_holds and e.tried == ("a",)
     e = refusal(lambda: route(view_of(info("x")), Calls()))  # no standby: nothing to suggest
-    assert "allow" not in str(e)
+    assert not e.standby_holds and "allow" not in refusal_text(e)
+    e = refusal(lambda: route(view, Calls(refuse={"a:9000": R.REBALANCING, "b:9000": R.REBALANCING}),
+                              QueryOptions(allow_stale=True)))
+    assert not e.standby_holds  # asked already: nothing to suggest
 
 
 def test_instance_info_is_typed_and_its_json_keeps_the_wire_names() -> None:

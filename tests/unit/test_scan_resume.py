@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from instance.serde import StringSerde
+from router.client.scan_pages import Scan
+from router.core.scan_query import ScanKind, ScanQuery
+from router.core.scan_wire import build_request
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_pages import Scan
-from router.scan_query import ScanKind, ScanQuery
-from router.scan_wire import build_request
 from tests.unit.test_scans import STORE, WORDS, cluster_of, expected, serve
 
 

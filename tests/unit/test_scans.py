@@ -14,29 +14,29 @@ from instance.runtime.query.scan_page import read_page
 from instance.serde import JsonSerde, LongSerde, Serde, StringSerde
 from instance.server.replies import scan_entry
 from instance.server.scans import page_limit, replies
-from router.page_token import MAX_PAGE_TOKEN_CHARS, PageToken, resume_after
-from router.partitioner import default_partition
+from router.client.scan_pages import Scan
+from router.client.scatter import PartitionFailure, PartitionPage, incomplete_error, merge, scatter
+from router.core.page_token import MAX_PAGE_TOKEN_CHARS, PageToken, resume_after
+from router.core.partitioner import default_partition
+from router.core.scan_query import ScanKind, ScanQuery, prefix_end
+from router.core.scan_wire import build_request, parse_request, read_stream
+from router.core.tokens import encode_json_token
+from router.core.unavailable import UnavailableError
+from router.core.unavailable import UnavailableReason as R
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_pages import Scan
-from router.scan_query import ScanKind, ScanQuery, prefix_end
-from router.scan_wire import build_request, parse_request, read_stream
-from router.scatter import PartitionFailure, PartitionPage, incomplete_error, merge, scatter
-from router.tokens import encode_json_token
-from router.unavailable import UnavailableError
-from router.unavailable import UnavailableReason as R
 
 STORE = "counts"
 N = 4
 
 
 class FakeStore:
-    """The query side of a store: typed keys, ``range`` inclusive by serialized key, key-byte order."""
+    """The query side of a store: typed keys, ``query_range`` inclusive by serialized key, key-byte order."""
 
     def __init__(self, serde: Serde, data: dict[Any, Any]) -> None:
         self.serde = serde
         self.data = {serde.serialize(k): (k, v) for k, v in data.items()}
 
-    def range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+    def query_range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
         sb = None if start is None else self.serde.serialize(start)
         eb = None if end is None else self.serde.serialize(end) + b"\x00"  # type: ignore[operator]
         for kb in sorted(self.data):  # type: ignore[type-var]
@@ -232,12 +232,12 @@ def test_read_page_long_keys_resume_after_a_token_key() -> None:
     data = {k: k for k in (-5, -1, 0, 1, 2, 300, 2**40)}
     store = FakeStore(ls, data)
     calls: list[tuple[Any, Any]] = []
-    real_range = store.range
+    real_range = store.query_range
 
     def spy(start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
         calls.append((start, end))
         return real_range(start, end)
-    store.range = spy  # type: ignore[method-assign]
+    store.query_range = spy  # type: ignore[method-assign]
     q = ScanQuery(STORE, ScanKind.ALL)
     after = ls.serialize(1)
     entries, _ = read_page(store, ls, q, after, 0, 2, lambda kb: 0, scan_entry(ls, False))

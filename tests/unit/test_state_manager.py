@@ -10,11 +10,11 @@ import pytest
 
 from instance.errors import StreamsException
 from instance.runtime.state_manager import ProcessorStateManager
-from instance.serde.serdes import StringSerde
 from instance.state.checkpoint import read_checkpoint, write_checkpoint
 from instance.state.kv_store import ChangelogSend
 from instance.state.spec import StoreSpec
-from router.task_id import TaskId
+from router.core.serdes import StringSerde
+from router.core.task_id import TaskId
 
 APP = "app"
 TID = TaskId(0, 3)

@@ -25,9 +25,9 @@ from instance.runtime.query.request import check_store_kind
 from instance.serde import LongSerde, StringSerde
 from instance.server.local_query import _REASONS
 from instance.state.spec import StoreSpec
-from router.instance_state import State
-from router.local_read import LocalReplica, Role
-from router.unavailable import UnavailableReason
+from router.core.instance_state import State
+from router.core.local_read import LocalReplica, Role
+from router.core.unavailable import UnavailableReason
 
 STORE = "counts"
 F = FailureReason
@@ -100,6 +100,9 @@ def test_queries_fit_only_their_kind_of_store() -> None:
 
 class FakeWindowStore:
     window_size_ms = 10
+
+    def for_query(self) -> FakeWindowStore:
+        return self
 
     def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> list[tuple[int, Any]]:
         return [(s, f"{key}@{s}") for s in (0, 10, 20) if s >= time_from and (time_to is None or s <= time_to)]

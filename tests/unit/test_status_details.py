@@ -12,13 +12,14 @@ import pytest
 
 from instance.errors import BadRequest, InvalidStateStoreException, StreamsNotStartedException, caller_input
 from instance.server.status import to_status
-from router.application_guard import ApplicationInterceptor, is_wrong_application
-from router.client_core import ClientError, as_call, is_retryable, is_unreachable, unavailable
-from router.forward import refusal
+from router.client.client_core import ClientError, as_call, is_retryable, is_unreachable, unavailable
+from router.client.forward import refusal
+from router.core.application_guard import ApplicationInterceptor, is_wrong_application
+from router.core.status_details import Refusal, error_details, refusal_of, refusal_status
+from router.core.unavailable import UnavailableError, UnavailableReason
+from router.gateway.errors import from_rpc_error
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.status_details import Refusal, error_details, refusal_of, refusal_status
-from router.unavailable import UnavailableError, UnavailableReason
 
 R = UnavailableReason
 
@@ -28,6 +29,7 @@ class Refusing(pb_grpc.InteractiveQueryServicer):
 
     errors = {
         "bound": UnavailableError(R.NOT_UP_TO_BOUND, "replica at 3, bound 9", tried=["a", "b"]),
+        "strict": UnavailableError(R.REBALANCING, "no live replica", tried=["a"], standby_holds=True),
         "not-started": StreamsNotStartedException("KafkaStreams is not started"),
         "moved": InvalidStateStoreException("the store moved"),
         "bad": BadRequest("key 'x' is not a valid long key"),
@@ -73,6 +75,19 @@ def test_a_refusal_travels_typed_and_the_text_stays_for_people(stub: pb_grpc.Int
         assert getattr(refusal_of(e), "reason", None) is reason and is_retryable(e)
         assert e.details().startswith(f"{reason.name}: ")
         assert getattr(refusal("h:1", e), "reason", None) is reason  # what the forwarding hop reads
+
+
+def test_the_stale_read_hint_travels_typed_through_a_forwarding_hop(stub: pb_grpc.InteractiveQueryStub) -> None:
+    e = _error(stub, "strict")
+    refused = refusal_of(e)
+    assert refused is not None and refused.standby_holds and refused.message == "no live replica"
+    assert "allow stale reads" in e.details()  # and said to people in the text
+    hop = refusal("h:1", e)
+    assert hop is not None and hop.standby_holds and hop.reason is R.REBALANCING
+    assert not refusal_of(_error(stub, "bound")).standby_holds  # type: ignore[union-attr]
+    api = from_rpc_error(e)
+    assert api.extra == {"reason": "REBALANCING", "tried": ["a"], "standby_holds": True}
+    assert "allow_stale=true" in api.message
 
 
 def test_bad_input_is_invalid_argument_and_a_bug_is_internal(stub: pb_grpc.InteractiveQueryStub) -> None:

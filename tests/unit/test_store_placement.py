@@ -15,11 +15,11 @@ from instance.serde import LongSerde, StringSerde
 from instance.server.replies import read_metadata
 from instance.state.spec import StoreSpec
 from instance.topology import StreamsBuilder
-from router.instance_state import State
-from router.local_read import LocalReplica, Role
-from router.partitioner import default_partition
+from router.core.instance_state import State
+from router.core.local_read import LocalReplica, Role
+from router.core.partitioner import default_partition
+from router.core.task_id import TaskId
 from router.rpc import iqmesh_pb2 as pb
-from router.task_id import TaskId
 
 SPEC = StoreSpec("counts", StringSerde(), LongSerde())
 PLACED = StorePlacement("counts", SPEC, subtopology=2, partitions=6)

@@ -27,7 +27,7 @@ from instance.testing.driver import _Msg
 from instance.topology import Materialized, StreamsBuilder
 from instance.topology.processor import ContextualProcessor, ProcessorContext, Record
 from instance.topology.windows import TimeWindows
-from router.task_id import TaskId
+from router.core.task_id import TaskId
 
 S, L = StringSerde(), LongSerde()
 

@@ -5,7 +5,7 @@ replicas of a store's partitions and returns one :class:`QueryResult` per partit
 with the replica that gave it (role, position, lag), or a typed :class:`FailureReason`. It is the
 one way anything reads a store from outside its task: the gRPC servicer (Get, fetches, scan
 pages), and a program embedding ``KafkaStreams``. Routing to other instances is not here (as in
-Kafka Streams): the query server does it with :mod:`router.query_router`.
+Kafka Streams): the query server does it with :mod:`router.client.query_router`.
 """
 
 from instance.runtime.query.request import (

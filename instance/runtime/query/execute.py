@@ -16,7 +16,7 @@ from instance.runtime.states import State
 from instance.runtime.task_manager import TaskManager
 from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
-from router.local_read import LocalReplica, Role
+from router.core.local_read import LocalReplica, Role
 
 R = TypeVar("R")
 

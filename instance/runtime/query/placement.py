@@ -13,9 +13,9 @@ from typing import Any
 
 from instance.errors import BadRequest
 from instance.state.spec import StoreSpec
-from router.echo import clip, echo
-from router.partitioner import default_partition
-from router.task_id import TaskId
+from router.core.echo import clip, echo
+from router.core.partitioner import default_partition
+from router.core.task_id import TaskId
 
 #: ``StorePlacement.subtopology`` of a global store
 NO_SUBTOPOLOGY = -1

@@ -11,7 +11,7 @@ from typing import TypeVar
 from instance.runtime.global_thread import GlobalStreamThread
 from instance.runtime.query.request import Query
 from instance.runtime.task_manager import TaskManager
-from router.local_read import LocalReplica, Role
+from router.core.local_read import LocalReplica, Role
 
 R = TypeVar("R")
 

@@ -14,7 +14,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 from instance.errors import BadRequest
 from instance.runtime.query.scan_page import read_page
 from instance.state.spec import StoreSpec
-from router.scan_query import ScanQuery
+from router.core.scan_query import ScanQuery
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -71,7 +71,7 @@ class WindowKeyQuery(NamedTuple):
 
     def run(self, store: Any, partition: int) -> list[Window]:
         size = store.window_size_ms
-        return [(s, s + size, v) for s, v in store.fetch(self.key, self.time_from, self.time_to)]
+        return [(s, s + size, v) for s, v in store.for_query().fetch(self.key, self.time_from, self.time_to)]
 
 
 class WindowRangeQuery(NamedTuple):
@@ -85,7 +85,7 @@ class WindowRangeQuery(NamedTuple):
         return "session"
 
     def run(self, store: Any, partition: int) -> list[Window]:
-        return [(w.window.start, w.window.end, v) for w, v in store.fetch(self.key)]
+        return [(w.window.start, w.window.end, v) for w, v in store.for_query().fetch(self.key)]
 
 
 #: queries of one key: without named partitions they go to the key's partition only
@@ -103,7 +103,7 @@ class RangeQuery(NamedTuple):
         return None
 
     def run(self, store: Any, partition: int) -> list[tuple[Any, Any]]:
-        return list(store.range(self.lower, self.upper))
+        return list(store.query_range(self.lower, self.upper))
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class Page(Generic[E]):
 
 @dataclass(frozen=True)
 class RangePageQuery(Generic[E]):
-    """One page of a scan bounded in serialized keys (:class:`router.scan_query.ScanQuery`): at
+    """One page of a scan bounded in serialized keys (:class:`router.core.scan_query.ScanQuery`): at
     most ``limit`` entries after ``after``. ``entry(key_bytes, key, value, partition)`` builds
     each entry (the transport's own type); ``partition_of`` places a MULTI_GET's keys."""
 

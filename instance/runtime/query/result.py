@@ -6,7 +6,7 @@ import enum
 from collections.abc import Mapping
 from typing import Generic, NamedTuple, TypeVar
 
-from router.local_read import LocalReplica
+from router.core.local_read import LocalReplica
 
 R = TypeVar("R")
 

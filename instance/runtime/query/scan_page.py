@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from instance.serde import Serde
-from router.scan_query import ScanKind, ScanQuery, key_after
+from router.core.scan_query import ScanKind, ScanQuery, key_after
+from router.core.serdes import Serde
 
 E = TypeVar("E")
 _NO_KEY = object()
@@ -40,7 +40,7 @@ def read_page(store: Any, key_serde: Serde, query: ScanQuery, after: bytes | Non
         return out, False
     start = _floor(key_serde, lo) if lo else None
     end = _ceiling(key_serde, hi) if hi is not None else None
-    for key, value in store.range(None if start is _NO_KEY else start, None if end is _NO_KEY else end):
+    for key, value in store.query_range(None if start is _NO_KEY else start, None if end is _NO_KEY else end):
         sk: bytes = ks(key)  # type: ignore[assignment]  # a stored key is never None
         if sk < lo:
             continue

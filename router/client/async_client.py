@@ -1,4 +1,4 @@
-"""The query client on grpc.aio: the one core (router/client_steps.py: routing table, candidates
+"""The query client on grpc.aio: the one core (router/client/client_steps.py: routing table, candidates
 from QueryRouter, retries, suspects, deadline and backoff) driven with awaited calls. The REST
 gateway uses it directly. Use one instance per event loop; scans are iterated with ``async for``.
 """
@@ -10,15 +10,15 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from router.channels import AioChannelPool
-from router.client_core import KeyArg, QueryResult, ScanMethods, WindowsResult, prepare_scan
-from router.client_steps import MAX_TABLE_AGE_S, ClientCore, Done, Driver, Pause, Refresh, Rpc, Step, Steps
-from router.routing_table import RoutingTable
+from router.client.client_core import KeyArg, QueryResult, ScanMethods, WindowsResult, prepare_scan
+from router.client.client_steps import MAX_TABLE_AGE_S, ClientCore, Done, Driver, Pause, Refresh, Rpc, Step, Steps
+from router.client.routing_table import RoutingTable
+from router.client.scan_pages import AsyncScan
+from router.client.watch_client import AsyncWatch, watch_of
+from router.core.channels import AioChannelPool
+from router.core.scan_wire import ScanRequest
+from router.core.security import NO_SECURITY, Security
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_pages import AsyncScan
-from router.scan_wire import ScanRequest
-from router.security import NO_SECURITY, Security
-from router.watch_client import AsyncWatch, watch_of
 
 T = TypeVar("T")
 
@@ -32,7 +32,7 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
     ``target``: one or more seed instances (``"h1:p1,h2:p2"``, a list, or a function that gives
     them each time they are wanted, as the gateway's discovery does); ``timeout``: the default
     deadline of a call, retries included; ``security``: TLS and the bearer token. The methods are
-    :class:`router.client.QueryClient`'s, awaited."""
+    :class:`router.client.sync_client.QueryClient`'s, awaited."""
 
     def __init__(self, target: str | Sequence[str] | Callable[[], Sequence[str]], timeout: float = 10.0, *,
                  security: Security = NO_SECURITY, max_table_age: float = MAX_TABLE_AGE_S,
@@ -87,7 +87,7 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
     def watch(self, store: str, key: KeyArg | None = None, *, prefix: KeyArg | None = None, all_keys: bool = False,
               resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
               timeout: float | None = None) -> AsyncWatch:
-        """The committed changes of ``store`` as they happen (router/watch_client.py), iterated
+        """The committed changes of ``store`` as they happen (router/client/watch_client.py), iterated
         with ``async for``."""
         return watch_of(self._pool.stub, self.core.seeds, self.timeout, store, key, prefix, all_keys, resume_token,
                         from_beginning, with_json, timeout)

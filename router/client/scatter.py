@@ -1,6 +1,6 @@
 """A scan over many partitions: read each partition's page, then merge the pages by key.
 
-Transport-free like :mod:`router.query_router`: the caller's ``read(partition)`` routes one
+Transport-free like :mod:`router.client.query_router`: the caller's ``read(partition)`` routes one
 partition (here or one hop away) and returns its page or raises UnavailableError, which becomes
 that partition's failure; the answer reports it instead of silently missing it.
 
@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from router.unavailable import UnavailableError, UnavailableReason
+from router.core.unavailable import UnavailableError, UnavailableReason
 
 
 class Keyed(Protocol):

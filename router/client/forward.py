@@ -6,12 +6,12 @@ from typing import NoReturn
 
 import grpc
 
-from router.application_guard import is_wrong_application
-from router.channels import ChannelPool
+from router.core.application_guard import is_wrong_application
+from router.core.channels import ChannelPool
+from router.core.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
+from router.core.status_details import refusal_of
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
-from router.status_details import refusal_of
-from router.unavailable import UnavailableError, UnavailableReason
 
 FORWARD_TIMEOUT_S = 5.0
 #: kept from the caller's remaining time for the answer's way back (at most a fifth of it)
@@ -38,8 +38,9 @@ def refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
     if e.code() not in _TRY_NEXT:
         return None
     refused = refusal_of(e)
-    reason = UnavailableReason.NOT_AVAILABLE if refused is None else refused.reason
-    return UnavailableError(reason, f"{endpoint}: {e.details() or ''}")
+    if refused is None:
+        return UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e.details() or ''}")
+    return UnavailableError(refused.reason, f"{endpoint}: {refused.message}", standby_holds=refused.standby_holds)
 
 
 def raise_refusal(endpoint: str, e: grpc.RpcError) -> NoReturn:

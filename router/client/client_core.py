@@ -1,5 +1,5 @@
 """The query client's policy, free of any transport call (its calls are
-:mod:`router.client_steps`): results, requests, the caller's deadline, backoff, the seeds and the
+:mod:`router.client.client_steps`): results, requests, the caller's deadline, backoff, the seeds and the
 choice of entry instance, and the errors raised.
 
 A Get goes straight to the replica the routing table names (marked ``forwarded``: it answers or
@@ -22,14 +22,14 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 
-from router.application_guard import is_wrong_application
-from router.forward import FORWARD_TIMEOUT_S
-from router.options import QueryOptions
-from router.routing_table import RoutingTable, decode_value
+from router.client.forward import FORWARD_TIMEOUT_S
+from router.client.routing_table import RoutingTable, decode_value
+from router.core.application_guard import is_wrong_application
+from router.core.options import QueryOptions
+from router.core.scan_wire import ScanRequest
+from router.core.status_details import Trailer, refusal_of, refusal_status, refusal_text
+from router.core.unavailable import UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_wire import ScanRequest
-from router.status_details import Trailer, refusal_of, refusal_status, refusal_text
-from router.unavailable import UnavailableError, UnavailableReason
 
 #: a key as the client takes it: text parsed with the store's key serde, the serialized bytes, or
 #: any other value as its JSON text (numbers for int/long keys, objects for json keys)
@@ -229,7 +229,7 @@ class Seeds:
 class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
     """A status the client decided itself (no instance answered with one), shaped like the
     servers' errors (a refusal's reason and tried instance ids in the typed details its trailing
-    metadata carries: router/status_details.py) and, like grpcio's own errors, a finished
+    metadata carries: router/core/status_details.py) and, like grpcio's own errors, a finished
     ``grpc.Call``."""
 
     def __init__(self, code: grpc.StatusCode, details: str, trailing_metadata: Trailer = ()) -> None:

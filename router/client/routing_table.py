@@ -1,7 +1,7 @@
 """A client's routing table: the cluster view one instance answered a Metadata call with, plus
 what is needed to place a key (each store's sub-topology, partition count and key serde).
 
-Routing over it is :class:`router.query_router.QueryRouter`'s, as on the instances. Liveness is
+Routing over it is :class:`router.client.query_router.QueryRouter`'s, as on the instances. Liveness is
 frozen as the answering instance judged it when asked: the table ages, heartbeats do not, and a
 routing failure (not a clock) is what makes the client ask again.
 """
@@ -13,14 +13,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from instance.serde import Serde, serde_by_name
-from router.instance_state import State
-from router.local_read import Role
-from router.metadata import ClusterView, InstanceInfo, StorePartitionInfo
-from router.partitioner import default_partition
-from router.query_keys import MAX_QUERY_KEY_BYTES
+from router.core.instance_state import State
+from router.core.local_read import Role
+from router.core.metadata import ClusterView, InstanceInfo, StorePartitionInfo
+from router.core.partitioner import default_partition
+from router.core.query_keys import MAX_QUERY_KEY_BYTES
+from router.core.serdes import Serde, serde_by_name
+from router.core.task_id import TaskId
 from router.rpc import iqmesh_pb2 as pb
-from router.task_id import TaskId
 
 
 @dataclass(frozen=True)

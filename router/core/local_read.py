@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from router.instance_state import State
+from router.core.instance_state import State
 
 
 class Role(enum.StrEnum):

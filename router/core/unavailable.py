@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 class UnavailableReason(enum.Enum):
     """Machine-readable reason of a refused query; gRPC carries it in a status's typed details
-    (router/status_details.py), a scan in its PartitionStatus. Declaration order is priority
+    (router/core/status_details.py), a scan in its PartitionStatus. Declaration order is priority
     order: when several replicas refused for different reasons, the first one here is reported,
     because it tells the caller most about what to do (a bound or a lag limit is the caller's
     choice; the others are the cluster's state)."""
@@ -32,10 +32,19 @@ class UnavailableReason(enum.Enum):
         return UnavailableReason.__members__.get(name, UnavailableReason.NOT_AVAILABLE)
 
 
-class UnavailableError(Exception):
-    """No replica can answer now. ``tried`` lists the instance ids that were asked, in order."""
+#: what a refused strict read may do instead, when ``standby_holds``
+STALE_HINT = ("a standby holds this partition: allow stale reads to be answered there, possibly behind "
+              "(--allow-stale, allow_stale=true)")
 
-    def __init__(self, reason: UnavailableReason, message: str, tried: Sequence[str] = ()) -> None:
+
+class UnavailableError(Exception):
+    """No replica can answer now. ``tried`` lists the instance ids that were asked, in order;
+    ``standby_holds``: the read was strict and a standby holds the partition, so a stale read
+    would be answered (the hint travels typed; :data:`STALE_HINT` says it to people)."""
+
+    def __init__(self, reason: UnavailableReason, message: str, tried: Sequence[str] = (),
+                 standby_holds: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
         self.tried = tuple(tried)
+        self.standby_holds = standby_holds

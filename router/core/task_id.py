@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from router.echo import echo
+from router.core.echo import echo
 
 _TASK_ID = re.compile(r"(\d+)_(\d+)", re.ASCII)
 
@@ -13,7 +13,7 @@ _TASK_ID = re.compile(r"(\d+)_(\d+)", re.ASCII)
 @dataclass(frozen=True, order=True)
 class TaskId:
     """``<sub-topology>_<partition>``, as Kafka Streams prints it; the string form is also how
-    :class:`~router.metadata.InstanceInfo` lists tasks on the wire."""
+    :class:`~router.core.metadata.InstanceInfo` lists tasks on the wire."""
 
     subtopology: int
     partition: int

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from dataclasses import dataclass
 from typing import Any
 
-from instance.serde import BytesSerde, Serde, serde_by_name
+from router.core.scan_wire import ReceivedPage, ScanRequest, read_stream
+from router.core.serdes import BytesSerde, Serde, serde_by_name
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_wire import ReceivedPage, ScanRequest, read_stream
 
 
 @dataclass(frozen=True)

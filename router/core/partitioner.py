@@ -8,7 +8,7 @@ Every query key is hashed, so speed matters: the C implementation of the ``murmu
 (MurmurHash2 with Kafka's seed gives exactly Kafka's values, checked against Kafka's own test
 vectors in tests/unit/test_partitioner.py) is several times faster on short keys and hundreds of
 times on large ones than :func:`murmur2_reference`, the pure-Python transcription kept as the reference and the
-fallback where the package is missing. ``python -m router.partitioner`` prints the figures.
+fallback where the package is missing. ``python -m router.core.partitioner`` prints the figures.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Two applications' servers can end up behind one address (a port reused, a stale 
 routing table from another cluster). A client or a forwarding instance that knows which
 application it queries sends ``iqmesh-application: <application.id>`` with each call; a server
 of another application refuses it with FAILED_PRECONDITION carrying a ``WrongApplication`` in
-its typed details (router/status_details.py; the text starts with ``WRONG_APPLICATION`` for
+its typed details (router/core/status_details.py; the text starts with ``WRONG_APPLICATION`` for
 people), and the caller treats that endpoint as the wrong one (as if unreachable).
 Calls without the header (a first Metadata call, grpcurl) are served as before.
 """
@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import grpc
 
-from router.security import refusing_handler
-from router.status_details import error_details, wrong_application_status
+from router.core.security import refusing_handler
+from router.core.status_details import error_details, wrong_application_status
 
 #: the call metadata naming the application a call is meant for
 APPLICATION_HEADER = "iqmesh-application"

@@ -7,10 +7,10 @@ the gateway follow it for ever (:meth:`InstancesFollower.catch_up` from their ow
 applied to a ClusterView by :class:`ViewWriter`), the snapshot job reads it once to its end
 (:meth:`InstancesFollower.read_to_end`).
 
-Idle, it sends no fetch at all (router/idle_fetch.py): its partition stays paused until a
+Idle, it sends no fetch at all (router/core/idle_fetch.py): its partition stays paused until a
 ListOffsets answer shows the end offset moved, then it reads up to that end and pauses again.
 
-Only confluent-kafka and router.metadata here, so all three users import it without the runtime.
+Only confluent-kafka and router.core.metadata here, so all three users import it without the runtime.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from router.idle_fetch import IdleFetch, PauseAssignment
-from router.metadata import ClusterView, InstanceInfo
+from router.core.idle_fetch import IdleFetch, PauseAssignment
+from router.core.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
 

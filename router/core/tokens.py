@@ -3,7 +3,7 @@
 A token says "store S, partition P reflected changelog offset O"; a query bounded by it is only
 answered by a replica at or beyond O for P (Kafka Streams' IQv2 ``Position`` bound, per
 partition). Tokens are opaque to clients: URL-safe base64 of a small JSON document (the codec here is
-shared with scan page tokens, router/page_token.py). They come from untrusted callers, so
+shared with scan page tokens, router/core/page_token.py). They come from untrusted callers, so
 :meth:`PositionToken.decode` accepts exactly what :meth:`PositionToken.encode` produces and
 raises ValueError for anything else.
 """
@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from router.echo import echo
+from router.core.echo import echo
 
 MAX_TOKEN_CHARS = 2048  # a store name is at most a topic name (249 chars); this is ample
 _MIN_OFFSET = -1  # "not logged": the position of a store without a changelog

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
-from router.query_keys import check_query_key
+from router.core.query_keys import check_query_key
+from router.core.scan_query import ScanKind, ScanQuery
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_query import ScanKind, ScanQuery
 
 ScanRequest = pb.MultiGetRequest | pb.RangeRequest | pb.PrefixScanRequest | pb.AllRequest
 

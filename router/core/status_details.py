@@ -15,9 +15,9 @@ import grpc
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
 
-from router.echo import clip
+from router.core.echo import clip
+from router.core.unavailable import STALE_HINT, UnavailableError, UnavailableReason
 from router.rpc import iqmesh_pb2 as pb
-from router.unavailable import UnavailableError, UnavailableReason
 
 #: the trailing metadata key of a status's typed details (gRPC's own name for it)
 DETAILS_KEY = "grpc-status-details-bin"
@@ -33,6 +33,8 @@ class Refusal:
     reason: UnavailableReason
     tried: tuple[str, ...] = ()
     message: str = ""
+    #: a standby holds the partition: a stale read would be answered (UnavailableError's)
+    standby_holds: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,15 +75,17 @@ def details_trailer(code: grpc.StatusCode, message: str, *details: Message) -> T
 def refusal_status(e: UnavailableError, details: str) -> RpcStatus:
     """UNAVAILABLE with ``details`` as its text and the refusal's reason and tried ids typed."""
     refusal = pb.QueryRefusal(reason=pb.QueryRefusal.Reason.Value(e.reason.name), tried=list(e.tried),
-                              message=clip(str(e)))
+                              message=clip(str(e)), standby_holds=e.standby_holds)
     code = grpc.StatusCode.UNAVAILABLE
     return RpcStatus(code, details, details_trailer(code, details, refusal))
 
 
 def refusal_text(e: UnavailableError) -> str:
-    """The details text of a refusal as people read it: the reason, the message, the ids tried."""
+    """The details text of a refusal as people read it: the reason, the message, the hint, the
+    ids tried."""
     tried = f" tried={','.join(e.tried)}" if e.tried else ""
-    return f"{e.reason.name}: {e}{tried}"
+    hint = f"; {STALE_HINT}" if e.standby_holds else ""
+    return f"{e.reason.name}: {e}{hint}{tried}"
 
 
 def error_details(e: BaseException) -> ErrorDetails:
@@ -102,7 +106,7 @@ def error_details(e: BaseException) -> ErrorDetails:
         if a.Is(pb.QueryRefusal.DESCRIPTOR):
             r = pb.QueryRefusal()
             a.Unpack(r)
-            return ErrorDetails(refusal=Refusal(_reason(r.reason), tuple(r.tried), r.message))
+            return ErrorDetails(refusal=Refusal(_reason(r.reason), tuple(r.tried), r.message, r.standby_holds))
         if a.Is(pb.WrongApplication.DESCRIPTOR):
             return ErrorDetails(wrong_application=True)
     return NO_DETAILS

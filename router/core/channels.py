@@ -1,5 +1,5 @@
-"""gRPC channels by endpoint, dialled with the transport security of :mod:`router.security`; every
-call names the application it is meant for once the pool knows it (router/application_guard.py)."""
+"""gRPC channels by endpoint, dialled with the transport security of :mod:`router.core.security`; every
+call names the application it is meant for once the pool knows it (router/core/application_guard.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import threading
 
 import grpc
 
-from router.application_guard import APPLICATION_HEADER
+from router.core.application_guard import APPLICATION_HEADER
+from router.core.security import NO_SECURITY, Security
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
-from router.security import NO_SECURITY, Security
 
 
 class _Application:

@@ -13,10 +13,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from router.assignment import successor
-from router.instance_state import State
-from router.local_read import Role
-from router.task_id import TaskId
+from router.core.assignment import successor
+from router.core.instance_state import State
+from router.core.local_read import Role
+from router.core.task_id import TaskId
 
 
 @dataclass(frozen=True)

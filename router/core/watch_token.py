@@ -3,7 +3,7 @@
 A token is the fingerprint of the watch that issued it (store and what it watches, so another
 watch refuses it) and, per partition read, the next changelog offset to read. Resuming reads
 from exactly those offsets, so nothing is missed and nothing is sent twice. Opaque to callers
-and validated like position tokens (router/tokens.py): anything but what :meth:`WatchToken.encode`
+and validated like position tokens (router/core/tokens.py): anything but what :meth:`WatchToken.encode`
 produces raises ValueError.
 """
 
@@ -13,7 +13,7 @@ import base64
 import hashlib
 from dataclasses import dataclass
 
-from router.tokens import decode_json_token
+from router.core.tokens import decode_json_token
 
 #: room for thousands of partitions
 MAX_WATCH_TOKEN_CHARS = 65_536
@@ -33,7 +33,7 @@ def watch_fingerprint(store: str, kind: str, key: bytes) -> str:
 
 
 def encode_offsets(watch: str, offsets: dict[int, int]) -> str:
-    """The token of ``watch`` at ``offsets``: what :func:`router.tokens.encode_json_token` makes of
+    """The token of ``watch`` at ``offsets``: what :func:`router.core.tokens.encode_json_token` makes of
     ``{"w": watch, "o": {"<partition>": offset}}``, built as text (a watch sends one per change;
     json.dumps took most of the time of a replay). ``watch`` is hex, so nothing needs escaping."""
     body = ",".join([f'"{p}":{o}' for p, o in sorted(offsets.items())])

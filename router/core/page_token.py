@@ -2,7 +2,7 @@
 
 A page ends at a key; the next page is every key after it, whatever partition holds it, so the
 token is that key plus the fingerprint of the query (a token is refused by any other query).
-Opaque to callers and validated like position tokens (router/tokens.py): anything but what
+Opaque to callers and validated like position tokens (router/core/tokens.py): anything but what
 :meth:`PageToken.encode` produces raises ValueError.
 """
 
@@ -12,8 +12,8 @@ import base64
 import binascii
 from dataclasses import dataclass
 
-from router.scan_query import ScanQuery
-from router.tokens import decode_json_token, encode_json_token
+from router.core.scan_query import ScanQuery
+from router.core.tokens import decode_json_token, encode_json_token
 
 #: room for a key of ~48 KiB; a page ending at a longer key could not be resumed
 MAX_PAGE_TOKEN_CHARS = 65_536

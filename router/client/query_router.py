@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, TypeVar
 
-from router.instance_state import State
-from router.metadata import ClusterView, task_lag
-from router.options import QueryOptions
-from router.task_id import TaskId
-from router.unavailable import UnavailableError, UnavailableReason
+from router.core.instance_state import State
+from router.core.metadata import ClusterView, task_lag
+from router.core.options import QueryOptions
+from router.core.task_id import TaskId
+from router.core.unavailable import UnavailableError, UnavailableReason
 
 R = TypeVar("R")
 S = TypeVar("S")
@@ -80,7 +80,7 @@ class QueryRouter:
                     ask: Callable[[str | None], Generator[S, Any, R]], *,
                     local_state: State = State.RUNNING) -> Generator[S, Any, R]:
         """:meth:`route` as steps, for a caller whose ``ask(endpoint)`` yields what it needs
-        done (the query client's core, router/client_steps.py): the first answer of the
+        done (the query client's core, router/client/client_steps.py): the first answer of the
         candidates, in order; ``ask`` raises UnavailableError to pass to the next. This
         instance's own replica is asked as ``ask(None)``."""
         attempt = _Attempt(self, store, task, options, local_state)
@@ -100,19 +100,16 @@ class QueryRouter:
             rebalancing = local_state is State.REBALANCING or bool(self.view.instances())
             raise UnavailableError(
                 UnavailableReason.REBALANCING if rebalancing else UnavailableReason.NOT_AVAILABLE,
-                f"no live replica of {store!r} partition {task.partition} (instance state {local_state.name})"
-                f"{self.stale_hint(task, options, local_state)}")
+                f"no live replica of {store!r} partition {task.partition} (instance state {local_state.name})",
+                standby_holds=self.standby_holds(task, options))
         if options.max_lag is None:
             return candidates, []
         within = [c for c in candidates if c.lag <= options.max_lag]
         return within, [UnavailableReason.NO_REPLICA_WITHIN_LAG] * (len(candidates) - len(within))
 
-    def stale_hint(self, task: TaskId, options: QueryOptions, local_state: State = State.RUNNING) -> str:
-        """When a strict read is refused but a standby holds the partition: how to read it there."""
-        if options.allow_stale or not self.view.standbys(task):
-            return ""
-        return ("; a standby holds this partition: allow stale reads to be answered there, possibly behind "
-                "(--allow-stale, allow_stale=true)")
+    def standby_holds(self, task: TaskId, options: QueryOptions) -> bool:
+        """A strict read and a standby holds the partition: a stale read would be answered there."""
+        return not options.allow_stale and bool(self.view.standbys(task))
 
 
 
@@ -139,6 +136,7 @@ class _Attempt:
         standby instead when that would help."""
         reasons = self.reasons + self.skipped
         reason = UnavailableReason.most_relevant(reasons)
-        hint = self.router.stale_hint(self.task, self.options, self.local_state) if reason in _STALE_HELPS else ""
-        return UnavailableError(reason, f"no replica of {self.store!r} partition {self.task.partition} could answer "
-                                        f"({', '.join(r.name for r in reasons)}){hint}", tried=self.tried)
+        holds = reason in _STALE_HELPS and self.router.standby_holds(self.task, self.options)
+        message = (f"no replica of {self.store!r} partition {self.task.partition} could answer "
+                   f"({', '.join(r.name for r in reasons)})")
+        return UnavailableError(reason, message, tried=self.tried, standby_holds=holds)

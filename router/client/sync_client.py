@@ -1,7 +1,7 @@
-"""The Python query client for code without an event loop: the one core (router/client_steps.py:
+"""The Python query client for code without an event loop: the one core (router/client/client_steps.py:
 routing table, candidates from QueryRouter, retries, suspects, deadline and backoff) driven with
 blocking gRPC calls, so a Get costs what one blocking call costs. Thread-safe. Watches run the
-one watch loop (router/watch_client.AsyncWatch) on an event loop thread the client starts for the
+one watch loop (router.client.watch_client.AsyncWatch) on an event loop thread the client starts for the
 first of them."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from router.channels import AioChannelPool, ChannelPool
-from router.client_core import (
+from router.client.client_core import (
     KeyArg,
     QueryResult,
     ScanMethods,
@@ -22,13 +21,14 @@ from router.client_core import (
     prepare_scan,
     routing_table_to_dict,
 )
-from router.client_steps import MAX_TABLE_AGE_S, ClientCore, Done, Driver, Pause, Refresh, Rpc, Step, Steps
-from router.routing_table import RoutingTable
+from router.client.client_steps import MAX_TABLE_AGE_S, ClientCore, Done, Driver, Pause, Refresh, Rpc, Step, Steps
+from router.client.routing_table import RoutingTable
+from router.client.scan_pages import Scan, ScanItem
+from router.client.watch_client import Watch, watch_of
+from router.core.channels import AioChannelPool, ChannelPool
+from router.core.scan_wire import ScanRequest
+from router.core.security import NO_SECURITY, Security
 from router.rpc import iqmesh_pb2 as pb
-from router.scan_pages import Scan, ScanItem
-from router.scan_wire import ScanRequest
-from router.security import NO_SECURITY, Security
-from router.watch_client import Watch, watch_of
 
 T = TypeVar("T")
 
@@ -36,8 +36,8 @@ T = TypeVar("T")
 class QueryClient(ScanMethods[Scan]):
     """``QueryClient("127.0.0.1:50051").get("counts", "kafka")``. ``target``: one or more seed
     instances (``"h1:p1,h2:p2"`` or a list); ``timeout``: the default deadline of a call, retries
-    included; ``security``: TLS and the bearer token (router.security). The methods are
-    :class:`router.async_client.AsyncQueryClient`'s; scans and watches are plain iterators."""
+    included; ``security``: TLS and the bearer token (router.core.security). The methods are
+    :class:`router.client.async_client.AsyncQueryClient`'s; scans and watches are plain iterators."""
 
     def __init__(self, target: str | Sequence[str], timeout: float = 10.0, *, security: Security = NO_SECURITY,
                  max_table_age: float = MAX_TABLE_AGE_S, application_id: str = "") -> None:
@@ -58,7 +58,7 @@ class QueryClient(ScanMethods[Scan]):
 
     def get(self, store: str, key: KeyArg, allow_stale: bool = False, max_lag: int | None = None,
             position: str = "", timeout: float | None = None) -> QueryResult:
-        """The value of ``key`` (router.client_steps.ClientCore.get)."""
+        """The value of ``key`` (router.client.client_steps.ClientCore.get)."""
         return self._run(self.core.get(store, key, allow_stale, max_lag, position, timeout))
 
     def window_fetch(self, store: str, key: str, time_from: int, time_to: int, allow_stale: bool = False,
@@ -86,7 +86,7 @@ class QueryClient(ScanMethods[Scan]):
               resume_token: str = "", from_beginning: bool = False, with_json: bool = False,
               timeout: float | None = None) -> Watch:
         """The committed changes of one key, a prefix or every key of ``store`` as they happen
-        (router/watch_client.py); ``timeout``: stop after that many seconds (None: never)."""
+        (router/client/watch_client.py); ``timeout``: stop after that many seconds (None: never)."""
         loop, pool = self._watching()
         watch = watch_of(pool.stub, self.core.seeds, self.timeout, store, key, prefix, all_keys, resume_token,
                          from_beginning, with_json, timeout)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from router.echo import echo
-from router.tokens import PositionToken
+from router.core.echo import echo
+from router.core.tokens import PositionToken
 
 
 @dataclass(frozen=True)
