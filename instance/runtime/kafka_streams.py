@@ -14,7 +14,6 @@ from confluent_kafka.admin import AdminClient
 
 from instance.config import StreamsConfig
 from instance.errors import (
-    BadRequest,
     IllegalStateException,
     StreamsNotStartedException,
     UnknownStateStoreException,
@@ -28,6 +27,7 @@ from instance.runtime.metadata_service import MetadataService, ensure_metadata_t
 from instance.runtime.metrics import MetricName, Metrics
 from instance.runtime.query import StateQueryRequest, StateQueryResult
 from instance.runtime.query.execute import execute
+from instance.runtime.query.placement import StorePlacement, parse_query_key
 from instance.runtime.query_counters import QueryCounters
 from instance.runtime.reachability import admin_client, check_reachable
 from instance.runtime.restore import StateRestoreListener
@@ -37,7 +37,7 @@ from instance.runtime.task_manager import TaskManager
 from instance.state.cleanup import clean_unowned_task_dirs
 from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
-from router.core.echo import clip, echo
+from router.core.echo import echo
 from router.core.local_read import Role
 from router.core.metadata import (
     NOT_AVAILABLE,
@@ -90,6 +90,8 @@ class KafkaStreams:
         #: records processed by stream threads that were replaced (their counts stay in the total)
         self._processed_by_gone_threads = 0
         self._next_cleanup = time.monotonic() + self.config.state_cleanup_delay_ms / 1000.0
+        #: store -> its placement, filled as queries name stores (:meth:`store_placement`)
+        self._placements: dict[str, StorePlacement] = {}
 
     # -- state --------------------------------------------------------------------------------
     @property
@@ -466,20 +468,19 @@ class KafkaStreams:
         """A query's key of ``store`` and its serialized bytes, each computed once: from ``raw``
         bytes (checked against the store's key serde), else parsed from ``text``. BadRequest for
         what is not a key of that serde."""
-        serde = self.store_spec(store).key_serde
-        if raw:
-            try:
-                return serde.deserialize(raw), raw
-            except Exception as e:
-                raise BadRequest(f"raw key {echo(raw)} is not a {serde.name} key: {e}") from None
-        try:
-            key = serde.parse(text)
-        except Exception as e:
-            raise BadRequest(f"key {echo(text)} is not a valid {serde.name} key: {clip(str(e), 200)}") from e
-        kb = serde.serialize(key)
-        if kb is None:
-            raise BadRequest("key must not be None")
-        return key, kb
+        return parse_query_key(self.store_spec(store), text, raw)
 
+    def store_placement(self, store: str) -> StorePlacement:
+        """``store``'s spec and tasks, looked up once (neither changes once started): what a Get
+        needs to place its key. Raises as :meth:`store_tasks` does, but answers a global store."""
+        placement = self._placements.get(store)
+        if placement is None:
+            if self.is_global_store(store):
+                placement = StorePlacement(store, self.store_spec(store))
+            else:
+                sub, partitions = self.store_tasks(store)  # raises for an unknown store / not started
+                placement = StorePlacement(store, self.topology.stores[store], sub, partitions)
+            self._placements[store] = placement
+        return placement
 
 __all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse"]

@@ -27,21 +27,18 @@ def value_to_json(value: Any) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def position_token(store: str, partition: int, position: int) -> str:
-    """A replica's position moves once per commit: most replies repeat the last token."""
-    return PositionToken(store, partition, position).encode()
-
-
 def read_metadata(store: str, replica: LocalReplica, served_by: str, endpoint: str,
                   instance_state: State) -> pb.ReadMetadata:
     """Who answered from which replica and how fresh it is (stale: see LocalReplica.is_stale).
     ``forwarded`` stays false: the instance that forwarded the query marks the reply (router.client.forward),
-    so a routing client that asks the replica itself sees an answer without a hop."""
+    so a routing client that asks the replica itself sees an answer without a hop. Kept per
+    replica state (a replica moves once per commit: most replies repeat the last one), so the
+    message is shared: a reply takes a copy of it (``metadata=``), nobody changes it."""
     return pb.ReadMetadata(
         served_by=served_by, endpoint=endpoint, role=replica.role.value, instance_state=instance_state.name,
         partition=replica.partition, position=replica.position, end_offset=replica.end_offset, lag=replica.lag,
         stale=replica.is_stale(instance_state),
-        position_token=position_token(store, replica.partition, replica.position))
+        position_token=PositionToken(store, replica.partition, replica.position).encode())
 
 
 def scan_entry(value_serde: Serde, with_json: bool) -> Callable[[bytes, Any, Any, int], pb.ScanEntry]:

@@ -17,6 +17,7 @@ from instance.config import LISTEN_HOST
 from instance.errors import BadRequest, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.query import KeyQuery, WindowKeyQuery, WindowRangeQuery
+from instance.runtime.query.placement import StorePlacement
 from instance.runtime.query.request import check_store_kind
 from instance.runtime.query_counters import QuerySlot
 from instance.server.describe import InputLagReader, topology_reply
@@ -24,7 +25,7 @@ from instance.server.local_query import ask_local
 from instance.server.replies import value_to_json
 from instance.server.scans import ScanService
 from instance.server.status import to_status
-from instance.server.strict_handlers import strict_handler
+from instance.server.strict_handlers import add_strict_handlers
 from instance.server.watch import WatchService
 from router.client.forward import forward_fetch, forward_get, hop_timeout
 from router.client.query_router import QueryRouter
@@ -32,12 +33,10 @@ from router.core.application_guard import ApplicationInterceptor
 from router.core.channels import ChannelPool
 from router.core.metadata import InstanceCounters
 from router.core.options import QueryOptions
-from router.core.partitioner import default_partition
 from router.core.ports import PortInUseError, check_port_free
 from router.core.query_keys import check_query_key
 from router.core.scan_wire import ScanRequest
 from router.core.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
-from router.core.task_id import TaskId
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
@@ -53,11 +52,13 @@ _DEFAULT_OPTIONS = QueryOptions()
 
 
 def _options_of(request: pb.GetRequest) -> QueryOptions:
+    """The request's routing options; BadRequest for a malformed position token."""
     o = request.options
     if not (o.allow_stale or o.position or o.HasField("max_lag")):
         return _DEFAULT_OPTIONS  # most queries: nothing to parse
-    return QueryOptions.parse(request.store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
-                              o.position)
+    with caller_input():
+        return QueryOptions.parse(request.store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
+                                  o.position)
 
 
 class QueryServicer(pb_grpc.InteractiveQueryServicer):
@@ -73,6 +74,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.watches = WatchService(streams)
         self.counters = streams.query_counters
         self.input_lag = InputLagReader(streams)
+        self.router = QueryRouter(streams.view, streams.instance_id)
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
         slot = self.counters.slot()
@@ -120,55 +122,46 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
 
     def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
              slot: QuerySlot) -> pb.GetReply:
+        """A key's value: the key parsed, serialized and hashed once; answered here when this
+        instance's replica is the first candidate (the hot path: one local read, no hop)."""
         streams = self.streams
         store = request.store
         if not store:
             raise BadRequest("store must be given")
         with caller_input():
             check_query_key(request.raw_key or request.key)
+        placement = streams.store_placement(store)  # raises for an unknown store / not started
+        key, key_bytes = placement.key_of(request.key, request.raw_key)
+        options = _options_of(request)
         forwarded = request.forwarded
-        task: TaskId | None = None
-        if streams.is_global_store(store):  # every instance holds it whole: answered here, never forwarded
-            key, _ = streams.query_key(store, request.key, request.raw_key)
-        else:
-            key, task = self._place(store, request.key, request.raw_key)
-        partition = 0 if task is None else task.partition
-        with caller_input():
-            options = _options_of(request)
+        if placement.is_global:  # every instance holds it whole: answered here, never forwarded
+            return self._get_local(placement, key, 0, options, forwarded, slot)
+        task = placement.task_of(key_bytes)
 
         def answer_local() -> pb.GetReply:
-            value, meta = ask_local(streams, store, KeyQuery(key), partition, options)
-            if forwarded:
-                slot.gets_routed += 1
-            else:
-                slot.gets_local += 1
-            return self._get_reply(store, value, meta)
-
-        if task is None:
-            return answer_local()
+            return self._get_local(placement, key, task.partition, options, forwarded, slot)
 
         def forward(endpoint: str) -> pb.GetReply:
             reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
             slot.gets_forwarded += 1
             return reply
 
-        router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, None if forwarded else task, options, answer_local, forward,
-                            forwarded=forwarded, local_state=streams.state)
+        return self.router.route(store, None if forwarded else task, options, answer_local, forward,
+                                 forwarded=forwarded, local_state=streams.state)
 
-    def _place(self, store: str, text: str, raw: bytes) -> tuple[Any, TaskId]:
-        """A request's key and the task holding it: parsed, serialized and hashed once (the hot path)."""
-        sub, partitions = self.streams.store_tasks(store)  # raises for an unknown store / not started
-        key, key_bytes = self.streams.query_key(store, text, raw)
-        return key, TaskId(sub, default_partition(key_bytes, partitions))
-
-    def _get_reply(self, store: str, value: Any, meta: pb.ReadMetadata) -> pb.GetReply:
-        value_serde = self.streams.store_spec(store).value_serde
-        reply = pb.GetReply(found=value is not None, metadata=meta, value_serde=value_serde.name)
-        if value is not None:
-            reply.value_json = value_to_json(value)
-            reply.value = value_serde.serialize(value)  # type: ignore[assignment]
-        return reply
+    def _get_local(self, placement: StorePlacement, key: Any, partition: int, options: QueryOptions,
+                   forwarded: bool, slot: QuerySlot) -> pb.GetReply:
+        """``key`` from this instance's replica of ``partition``, or UnavailableError."""
+        value, meta = ask_local(self.streams, placement.store, KeyQuery(key), partition, options)
+        if forwarded:
+            slot.gets_routed += 1
+        else:
+            slot.gets_local += 1
+        value_serde = placement.spec.value_serde
+        if value is None:
+            return pb.GetReply(found=False, metadata=meta, value_serde=value_serde.name)
+        return pb.GetReply(found=True, metadata=meta, value_serde=value_serde.name, value_json=value_to_json(value),
+                           value=value_serde.serialize(value))
 
     def WindowFetch(self, request: pb.WindowFetchRequest, context: grpc.ServicerContext) -> pb.WindowFetchReply:
         try:
@@ -191,14 +184,15 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         store = request.store
         query: WindowKeyQuery | WindowRangeQuery
         window = isinstance(request, pb.WindowFetchRequest)
-        check_store_kind(store, streams.store_spec(store), "window" if window else "session")
-        key, task = self._place(store, request.key, request.raw_key)
+        check_store_kind(store, streams.store_spec(store), "window" if window else "session")  # never global
+        placement = streams.store_placement(store)
+        key, key_bytes = placement.key_of(request.key, request.raw_key)
+        task = placement.task_of(key_bytes)
         if isinstance(request, pb.WindowFetchRequest):
             query = WindowKeyQuery(key, request.time_from, request.time_to)
         else:
             query = WindowRangeQuery(key)
-        with caller_input():
-            options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
+        options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
 
         def answer_local() -> pb.WindowFetchReply:
             windows, meta = ask_local(streams, store, query, task.partition, options)
@@ -211,9 +205,8 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         def forward(endpoint: str) -> pb.WindowFetchReply:
             return forward_fetch(self.pool, endpoint, request, hop_timeout(time_remaining()))
 
-        router = QueryRouter(streams.view, streams.instance_id)
-        return router.route(store, None if request.forwarded else task, options, answer_local, forward,
-                            forwarded=request.forwarded, local_state=streams.state)
+        return self.router.route(store, None if request.forwarded else task, options, answer_local, forward,
+                                 forwarded=request.forwarded, local_state=streams.state)
 
     def Metrics(self, request: pb.MetricsRequest, context: grpc.ServicerContext) -> pb.MetricsReply:
         streams = self.streams
@@ -306,7 +299,7 @@ class QueryServer:
                                                 ApplicationInterceptor(streams.config.application_id)],
                                   options=[("grpc.so_reuseport", 0)])
         self.servicer = QueryServicer(streams, security)
-        self.server.add_generic_rpc_handlers((strict_handler(self.servicer, _SERVICE),))
+        add_strict_handlers(self.server, self.servicer, _SERVICE)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(

@@ -37,8 +37,8 @@ def _parsing(behavior: Callable[[Any, grpc.ServicerContext], Any], request_type:
     return handle
 
 
-def strict_handler(servicer: object, service: ServiceDescriptor) -> grpc.GenericRpcHandler:
-    """The handlers of every method of ``service`` that ``servicer`` implements."""
+def strict_method_handlers(servicer: object, service: ServiceDescriptor) -> dict[str, grpc.RpcMethodHandler]:
+    """The handlers of every method of ``service`` that ``servicer`` implements, by method name."""
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in service.methods:
         behavior = getattr(servicer, method.name, None)
@@ -55,4 +55,11 @@ def strict_handler(servicer: object, service: ServiceDescriptor) -> grpc.Generic
                       else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = make_unary(_parsing(behavior, request_type, method.input_type.full_name),
                                            response_serializer=_serialize)
-    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+    return handlers
+
+
+def add_strict_handlers(server: grpc.Server, servicer: object, service: ServiceDescriptor) -> None:
+    """Serve ``service`` by ``servicer`` on ``server`` (before it starts) as registered methods, as
+    grpcio's generated code does: gRPC matches a call to its handler itself, with no search of the
+    generic handlers (the health and reflection services) per call."""
+    server.add_registered_method_handlers(service.full_name, strict_method_handlers(servicer, service))

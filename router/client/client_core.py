@@ -1,5 +1,5 @@
 """The query client's policy, free of any transport call (its calls are
-:mod:`router.client_steps`): results, requests, the caller's deadline, backoff, the seeds and the
+:mod:`router.client.client_steps`): results, requests, the caller's deadline, backoff, the seeds and the
 choice of entry instance, and the errors raised.
 
 A Get goes straight to the replica the routing table names (marked ``forwarded``: it answers or
@@ -229,7 +229,7 @@ class Seeds:
 class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
     """A status the client decided itself (no instance answered with one), shaped like the
     servers' errors (a refusal's reason and tried instance ids in the typed details its trailing
-    metadata carries: router/status_details.py) and, like grpcio's own errors, a finished
+    metadata carries: router/core/status_details.py) and, like grpcio's own errors, a finished
     ``grpc.Call``."""
 
     def __init__(self, code: grpc.StatusCode, details: str, trailing_metadata: Trailer = ()) -> None:

@@ -2,16 +2,16 @@
 entry choice, routing table) and each of its calls written as *steps* (generators that yield
 what they need done: a gRPC call, a pause, a refresh of the table under the client's lock).
 
-A driver runs the steps: :class:`router.client.QueryClient` with blocking gRPC calls,
-:class:`router.async_client.AsyncQueryClient` (and the REST gateway through it) with grpc.aio. So
-routing (candidates from :class:`router.query_router.QueryRouter`), retries, suspects and the
+A driver runs the steps: :class:`router.client.sync_client.QueryClient` with blocking gRPC calls,
+:class:`router.client.async_client.AsyncQueryClient` (and the REST gateway through it) with grpc.aio. So
+routing (candidates from :class:`router.client.query_router.QueryRouter`), retries, suspects and the
 deadline are written once, and neither driver pays for the other's transport (a blocking Get
 stays one blocking gRPC call).
 
 A Get goes straight to the replica the routing table names (marked ``forwarded``: it answers or
 refuses, it never passes the query on), so a fresh table costs no hop. A refusal the cluster's
 movement explains or an instance that cannot be reached makes the client fetch the table again and
-retry with backoff while the caller's deadline allows (router.client_core has the policy).
+retry with backoff while the caller's deadline allows (router.client.client_core has the policy).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class ClientCore:
             position: str = "", timeout: float | None = None) -> Steps[QueryResult]:
         """The value of ``key``, from its active (or, with ``allow_stale``, a standby) replica.
         Raises ``grpc.RpcError``: NOT_FOUND (unknown store), INVALID_ARGUMENT, UNAVAILABLE (a
-        refusal, its reason in the typed details: router.status_details.refusal_of) once the
+        refusal, its reason in the typed details: router.core.status_details.refusal_of) once the
         deadline leaves no time to retry."""
         deadline = Deadline.within(self.timeout if timeout is None else timeout)
         request = get_request(store, key, allow_stale, max_lag, position)
@@ -150,7 +150,7 @@ class ClientCore:
 
     def ask_direct(self, endpoint: str, request: pb.GetRequest, timeout: float) -> Steps[pb.GetReply]:
         """``endpoint`` answers ``request`` from its own replica or refuses (UnavailableError, as
-        router.forward reads it); other gRPC errors raise as they are (router.forward.ask_get's steps)."""
+        router.client.forward reads it); other gRPC errors raise as they are (router.client.forward.ask_get's steps)."""
         try:
             reply: pb.GetReply = yield Rpc(endpoint, "Get", direct(request), timeout)
         except grpc.RpcError as e:

@@ -10,8 +10,7 @@ transport; the caller supplies how to answer here and how to forward to an endpo
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from typing import Any, Never, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from router.core.instance_state import State
 from router.core.metadata import ClusterView, task_lag
@@ -26,9 +25,9 @@ S = TypeVar("S")
 _STALE_HELPS = (UnavailableReason.REBALANCING, UnavailableReason.NOT_ACTIVE, UnavailableReason.NOT_AVAILABLE)
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A replica that may be asked: ``lag`` is what its instance last reported for the task."""
+class Candidate(NamedTuple):
+    """A replica that may be asked: ``lag`` is what its instance last reported for the task (a
+    named tuple: one or more are built per query)."""
 
     instance_id: str
     endpoint: str
@@ -62,35 +61,32 @@ class QueryRouter:
         candidate; any other exception ends routing. A ``forwarded`` query is answered locally or
         refused, never forwarded again; it needs no ``task`` (the sender resolved it), so the
         receiver need not resolve the key before its own checks. Raises UnavailableError with
-        the most relevant reason when no candidate answers."""
+        the most relevant reason when no candidate answers. A plain loop, not :meth:`route_steps`
+        driven: a Get of a key this instance owns is the hot path, and pays for no generator."""
         if forwarded:
             return answer_local()
         if task is None:
             raise ValueError("a query that is not forwarded needs its task id")
-
-        def ask(endpoint: str | None) -> Generator[Never, Any, R]:  # answers at once: never steps
-            return answer_local() if endpoint is None else forward(endpoint)
-            yield
-
-        steps = self.route_steps(store, task, options, ask, local_state=local_state)
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        raise AssertionError("routing asked for a step it was not given")
+        attempt = _Attempt(self, store, task, options, local_state)
+        for c in attempt.candidates:
+            endpoint = attempt.asking(c)
+            try:
+                return answer_local() if endpoint is None else forward(endpoint)
+            except UnavailableError as e:
+                attempt.reasons.append(e.reason)
+        raise attempt.exhausted()
 
     def route_steps(self, store: str, task: TaskId, options: QueryOptions,
                     ask: Callable[[str | None], Generator[S, Any, R]], *,
                     local_state: State = State.RUNNING) -> Generator[S, Any, R]:
         """:meth:`route` as steps, for a caller whose ``ask(endpoint)`` yields what it needs
-        done (the query client's core, router/client_steps.py): the first answer of the
+        done (the query client's core, router/client/client_steps.py): the first answer of the
         candidates, in order; ``ask`` raises UnavailableError to pass to the next. This
         instance's own replica is asked as ``ask(None)``."""
         attempt = _Attempt(self, store, task, options, local_state)
         for c in attempt.candidates:
-            attempt.tried.append(c.instance_id)
             try:
-                return (yield from ask(None if c.instance_id == self.local_id else c.endpoint))
+                return (yield from ask(attempt.asking(c)))
             except UnavailableError as e:
                 attempt.reasons.append(e.reason)
         raise attempt.exhausted()
@@ -121,12 +117,19 @@ class _Attempt:
     """One routing of a query: the candidates :meth:`QueryRouter.plan` gives, the instance ids
     asked and the reasons they refused, and the error when none answered."""
 
+    __slots__ = ("router", "store", "task", "options", "local_state", "candidates", "skipped", "tried", "reasons")
+
     def __init__(self, router: QueryRouter, store: str, task: TaskId, options: QueryOptions,
                  local_state: State) -> None:
         self.router, self.store, self.task, self.options, self.local_state = router, store, task, options, local_state
         self.candidates, self.skipped = router.plan(store, task, options, local_state)
         self.tried: list[str] = []
         self.reasons: list[UnavailableReason] = []
+
+    def asking(self, candidate: Candidate) -> str | None:
+        """``candidate`` is asked now: its endpoint, None when it is this instance."""
+        self.tried.append(candidate.instance_id)
+        return None if candidate.instance_id == self.router.local_id else candidate.endpoint
 
     def exhausted(self) -> UnavailableError:
         """Every candidate refused or was skipped: the most relevant reason, and how to read a

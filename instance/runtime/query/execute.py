@@ -57,6 +57,8 @@ def execute(host: QueryHost, request: StateQueryRequest[R]) -> StateQueryResult[
             partitions = tuple(hosted_partitions(host.task_managers(), store))
     elif host.layout is None:
         raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
+    if len(partitions) == 1:  # a key's partition (a Get): no comprehension to run
+        return StateQueryResult({partitions[0]: partition_result(host, request, partitions[0])})
     return StateQueryResult({p: partition_result(host, request, p) for p in partitions})
 
 
@@ -67,10 +69,9 @@ def partition_result(host: QueryHost, request: StateQueryRequest[R], partition: 
         return QueryResult(partition, failure=FailureReason.NOT_PRESENT,
                            message=f"cannot query: instance state is {host.state.name}")
     assert host.layout is not None  # started: execute checked
-    run = request.query.run
     try:
         read = read_partition(host.task_managers(), host.layout.changelogs.get(store), store, partition,
-                              lambda kv: run(kv, partition), request.allow_stale)
+                              request.query, request.allow_stale)
     except InvalidStateStoreException as e:  # closed while we read (migrated)
         return QueryResult(partition, failure=FailureReason.STORE_EXCEPTION, message=str(e))
     if read is None:
@@ -93,15 +94,16 @@ def _global_result(host: QueryHost, request: StateQueryRequest[R]) -> QueryResul
         raise StreamsNotStartedException(
             f"global store {store!r} is not queryable yet: the global thread is still loading it "
             f"(instance state {host.state.name}); retry once the instance is RUNNING")
-    run = request.query.run
     try:
-        value, replica = read_global(g, host.topology.global_stores[store].topic, store, lambda kv: run(kv, 0))
+        value, replica = read_global(g, host.topology.global_stores[store].topic, store, request.query)
     except InvalidStateStoreException as e:  # closed while we read (shutting down)
         return QueryResult(0, failure=FailureReason.STORE_EXCEPTION, message=str(e))
     return _checked(store, value, replica, request)
 
 
 def _checked(store: str, value: R | None, replica: LocalReplica, request: StateQueryRequest[R]) -> QueryResult[R]:
+    if replica.role is Role.ACTIVE and request.max_lag is None and request.position_bound.position is None:
+        return QueryResult(replica.partition, value, replica)  # nothing to check: the commonest read
     bound = request.position_bound.bound_for(replica.partition)
     failure = replica_refusal(store, replica, request.allow_stale, request.max_lag, bound)
     if failure is not None:
