@@ -34,15 +34,6 @@ def test_broker_stops_and_comes_back(tmp_path: Path, unique: str, guarantee: str
     engine = suite_engine()
     if os.environ.get("IQMESH_BOOTSTRAP"):
         pytest.skip("stops and restarts a broker of its own; IQMESH_BOOTSTRAP names one it cannot restart")
-    if engine == "dev":
-        # Not yet on the dev broker: after its restart an instance can restore forever under
-        # exactly-once (a transaction left open by a producer the runtime replaced pins the last
-        # stable offset; the dev broker never times it out) and the stuck-rebalance watchdog then
-        # finds a member that never rejoins. The runtime now fences replaced producers once the
-        # broker answers; still 1 failure in 7 runs under heavy load, so not dependable yet.
-        # Runs on Apache Kafka (IQMESH_BROKER=kafka) in CI, including 90 s and 300 s outages.
-        pytest.skip("the dev broker, restarted, can leave an exactly-once restore waiting on a transaction it "
-                    "never times out (1 run in 7 under load); runs on Apache Kafka in CI")
     broker_dir = tmp_path / "broker"
     handle = engines.start(engine, broker_dir)
     bootstrap = handle.bootstrap
