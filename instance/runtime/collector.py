@@ -171,7 +171,7 @@ class RecordCollector:
             self.producer.purge(blocking=False)
 
     def raise_if_abandoned(self) -> None:
-        """Before and after a commit: a producer that lived through an outage commits nothing."""
+        """Before a commit: a producer that lived through an outage commits nothing."""
         if self.abandoned:
             raise ProducerLostException("every broker went away while the transaction was open; a restarted "
                                         "broker may have forgotten it (runtime/membership.py)")

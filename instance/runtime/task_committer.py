@@ -133,7 +133,8 @@ class TaskCommitter:
             self.abort_txn()
             raise TaskMigratedException(f"transaction aborted ({err.name()})", start_over=True) from e
         self._in_txn = False
-        self.collector.raise_if_abandoned()  # a commit answered by a restarted broker may be a lie
+        # also raises for a producer abandoned during the commit: a restarted dev broker answers
+        # the commit of a transaction it forgot with success (runtime/membership.py)
         self.collector.check()
         for task in tasks:
             task.state.transaction_committed()
