@@ -42,6 +42,8 @@ class ProducerLostException(StreamsException):
     a broker lost its producer state): the records it did not write are lost with it, so the tasks
     are closed dirty and the thread goes on with a new producer (Kafka Streams' TaskMigrated)."""
 
+#: the (single) broker went away: every connection down, or one lost or refused
+_BROKER_GONE = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT})
 #: errors after which the producer cannot go on: never offered to the production handler
 _FATAL = AUTHORIZATION_ERRORS | PRODUCER_STATE_ERRORS
 
@@ -156,7 +158,7 @@ class RecordCollector:
     def error_cb(self, err: KafkaError) -> None:
         if err.fatal():
             self._fail(err, "the producer")
-        elif err.code() == KafkaError._ALL_BROKERS_DOWN and self.abandon_when_brokers_down:
+        elif err.code() in _BROKER_GONE and self.abandon_when_brokers_down:
             self._abandon(err)
 
     def _abandon(self, err: KafkaError) -> None:
@@ -166,14 +168,14 @@ class RecordCollector:
             return
         self.abandoned = True
         self._produce = _drop
-        self._fail(err, "the producer (every broker went away)")
+        self._fail(err, "the producer (the broker went away)")
         with contextlib.suppress(KafkaException, SystemError):
             self.producer.purge(blocking=False)
 
     def raise_if_abandoned(self) -> None:
         """Before a commit: a producer that lived through an outage commits nothing."""
         if self.abandoned:
-            raise ProducerLostException("every broker went away while the transaction was open; a restarted "
+            raise ProducerLostException("the broker went away while the transaction was open; a restarted "
                                         "broker may have forgotten it (runtime/membership.py)")
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:

@@ -304,6 +304,9 @@ class StreamThread(threading.Thread):
             raise e
         if msgs:
             tm.add_records(msgs)
+        # every turn, idle too: an outage the producer reports must be seen before a restarted
+        # broker could take its records (runtime/membership.py)
+        tm.collector.poll()
         if tm.buffered and not self._paused_for:
             # paused for a membership change: keep what was fetched unprocessed; the next
             # owner starts from the commit, or we go on if no rebalance comes

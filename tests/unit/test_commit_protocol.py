@@ -197,12 +197,15 @@ def test_a_commit_the_broker_does_not_answer_within_the_task_timeout_starts_over
 
 # -- every broker went away (the dev broker forgets its transactions when it restarts) ----------------
 ALL_DOWN = KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down")
+REFUSED = KafkaError(KafkaError._TRANSPORT, "127.0.0.1:9092/1: Connect to ipv4#127.0.0.1:9092 failed")
 
 
-def test_exactly_once_a_producer_that_saw_every_broker_down_sends_and_commits_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("report", [ALL_DOWN, REFUSED])
+def test_exactly_once_a_producer_that_saw_the_broker_go_away_sends_and_commits_nothing(
+        tmp_path: Path, report: KafkaError) -> None:
     t = _thread(tmp_path, EXACTLY_ONCE_V2, abandon_when_brokers_down=True)
     t.feed(0, "aba")
-    t.producer.conf["error_cb"](ALL_DOWN)  # librdkafka's report, served at the next poll
+    t.producer.conf["error_cb"](report)  # librdkafka's report, served at the next poll
     assert t.producer.purged and not t.producer.queued
     t.feed(1, "cd")  # processed meanwhile: dropped, never queued for a restarted broker
     assert not t.producer.queued
