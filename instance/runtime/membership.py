@@ -34,7 +34,7 @@ off for Apache Kafka, which needs none of it; runtime/broker_kind.py tells them 
   with success, and the records that producer sends after the restart form a transaction no
   coordinator knows, never ended, which pins the last stable offset of their partitions for good
   (ListTransactions lists nothing; fencing the id does not end it:
-  ``tests/conformance/test_broker_restart.py``). So once librdkafka reports every broker down, the
+  ``tests/conformance/test_broker_restart.py``). So once librdkafka reports the broker gone, the
   producer drops what it holds and every later record, its transaction counts as aborted and the
   thread starts over with a new producer (runtime/collector.py, ``abandon_when_brokers_down``).
 """
