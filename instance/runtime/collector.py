@@ -42,6 +42,8 @@ class ProducerLostException(StreamsException):
     a broker lost its producer state): the records it did not write are lost with it, so the tasks
     are closed dirty and the thread goes on with a new producer (Kafka Streams' TaskMigrated)."""
 
+#: the (single) broker went away: every connection down, or one lost or refused
+_BROKER_GONE = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT})
 #: errors after which the producer cannot go on: never offered to the production handler
 _FATAL = AUTHORIZATION_ERRORS | PRODUCER_STATE_ERRORS
 
@@ -106,7 +108,13 @@ class RecordCollector:
     errors, which always fail."""
 
     def __init__(self, conf: dict[str, Any],
-                 new_producer: Callable[[dict[str, Any]], ProducerClient] = Producer) -> None:
+                 new_producer: Callable[[dict[str, Any]], ProducerClient] = Producer,
+                 abandon_when_brokers_down: bool = False) -> None:
+        #: a broker that restarts may forget this producer's transaction (the dev broker does:
+        #: runtime/membership.py), so once every broker is down the producer must not send again
+        self.abandon_when_brokers_down = abandon_when_brokers_down
+        #: every broker went away while ``abandon_when_brokers_down``: nothing is sent from then on
+        self.abandoned = False
         producer = new_producer({**conf, "delivery.report.only.error": True,
                                  "on_delivery": self._on_delivery, "error_cb": self.error_cb})
         self.producer = producer
@@ -150,6 +158,25 @@ class RecordCollector:
     def error_cb(self, err: KafkaError) -> None:
         if err.fatal():
             self._fail(err, "the producer")
+        elif err.code() in _BROKER_GONE and self.abandon_when_brokers_down:
+            self._abandon(err)
+
+    def _abandon(self, err: KafkaError) -> None:
+        """Drop what the producer holds and every later record, before a restarted broker could
+        take them (librdkafka reconnects on its own); the next commit starts over."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        self._produce = _drop
+        self._fail(err, "the producer (the broker went away)")
+        with contextlib.suppress(KafkaException, SystemError):
+            self.producer.purge(blocking=False)
+
+    def raise_if_abandoned(self) -> None:
+        """Before a commit: a producer that lived through an outage commits nothing."""
+        if self.abandoned:
+            raise ProducerLostException("the broker went away while the transaction was open; a restarted "
+                                        "broker may have forgotten it (runtime/membership.py)")
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         if err is None:
@@ -216,6 +243,11 @@ class RecordCollector:
         with contextlib.suppress(KafkaException, SystemError):  # a producer that failed fatally raises
             self.producer.purge()
             self.producer.flush(0)
+
+
+def _drop(topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1, *,
+          timestamp: int = 0, headers: Headers | None = None) -> None:
+    """What an abandoned collector sends: nothing (its transaction is never committed)."""
 
 
 def _refused(e: KafkaException, topic: str, partition: int) -> ProductionException:

@@ -29,6 +29,14 @@ off for Apache Kafka, which needs none of it; runtime/broker_kind.py tells them 
   producer with a new id (runtime/task_manager.py), and a restarted instance never reuses the id
   of its previous run. Apache Kafka's EOS v2 fences by group generation, not by id, so this costs
   nothing there.
+* **A transactional producer never outlives a broker outage.** The dev broker, restarted, forgets
+  its transactions: it aborts the ones open in its logs, yet answers the producer's later commit
+  with success, and the records that producer sends after the restart form a transaction no
+  coordinator knows, never ended, which pins the last stable offset of their partitions for good
+  (ListTransactions lists nothing; fencing the id does not end it:
+  ``tests/conformance/test_broker_restart.py``). So once librdkafka reports the broker gone, the
+  producer drops what it holds and every later record, its transaction counts as aborted and the
+  thread starts over with a new producer (runtime/collector.py, ``abandon_when_brokers_down``).
 """
 
 from __future__ import annotations
@@ -132,6 +140,11 @@ class MembershipCoordinator:
         # tasks) a few; Apache Kafka would wait max.poll.interval.ms
         self._watchdog = StuckRebalanceWatchdog(config.bootstrap_servers, config.application_id,
                                                 stuck_s=max(30.0, 3 * config.session_timeout_ms / 1000.0))
+
+    @property
+    def abandons_producers_on_outage(self) -> bool:
+        """Whether a transactional producer is dropped once every broker went away (module doc)."""
+        return self.enabled
 
     # -- announcer side ---------------------------------------------------------------------------
     def _announce(self, kind: str, subject: str) -> str:

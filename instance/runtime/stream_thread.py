@@ -196,15 +196,27 @@ class StreamThread(threading.Thread):
 
     def _new_collector(self) -> RecordCollector:
         """A producer of our own; under exactly-once with a transactional id never used before
-        (runtime/membership.py says why)."""
+        (runtime/membership.py says why). One that saw every broker go away while it waited for
+        its producer id is dropped at once where the membership assist abandons such producers."""
+        while True:
+            collector = self._make_collector()
+            if not collector.abandoned:
+                return collector
+            log.info("%s: the broker went away while the producer started; starting another", self.name)
+            collector.discard()
+
+    def _make_collector(self) -> RecordCollector:
         config = self.config
         tid = transactional_id(config.application_id, config.instance_id, self.index) if config.eos else None
-        collector = RecordCollector(producer_config(config, f"{self.client_id}-producer", transactional_id=tid))
+        abandon = tid is not None and self._membership is not None and self._membership.abandons_producers_on_outage
+        collector = RecordCollector(producer_config(config, f"{self.client_id}-producer", transactional_id=tid),
+                                    abandon_when_brokers_down=abandon)
         collector.on_delivery_error = self.errors.delivery_failed
         if tid is not None:
             producer = collector.producer
             retrying(lambda: producer.init_transactions(30), "initialising transactions", config.task_timeout_ms,
                      self.name)
+            collector.poll()  # an outage reported during the wait: the producer is abandoned now
         return collector
 
     def _committed_lookup(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -292,6 +304,9 @@ class StreamThread(threading.Thread):
             raise e
         if msgs:
             tm.add_records(msgs)
+        # every turn, idle too: an outage the producer reports must be seen before a restarted
+        # broker could take its records (runtime/membership.py)
+        tm.collector.poll()
         if tm.buffered and not self._paused_for:
             # paused for a membership change: keep what was fetched unprocessed; the next
             # owner starts from the commit, or we go on if no rebalance comes

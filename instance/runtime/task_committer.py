@@ -111,6 +111,7 @@ class TaskCommitter:
         """Commit the transaction with the input offsets in it; abort it if the group moved on
         or the transaction must abort."""
         producer = self.collector.producer
+        self.collector.raise_if_abandoned()
         # waiting longer than the transaction's timeout is no use: the broker aborts it by then
         wait_ms = min(self.config.task_timeout_ms, self.collector.transaction_timeout_ms)
         try:
@@ -132,6 +133,8 @@ class TaskCommitter:
             self.abort_txn()
             raise TaskMigratedException(f"transaction aborted ({err.name()})", start_over=True) from e
         self._in_txn = False
+        # also raises for a producer abandoned during the commit: a restarted dev broker answers
+        # the commit of a transaction it forgot with success (runtime/membership.py)
         self.collector.check()
         for task in tasks:
             task.state.transaction_committed()

@@ -66,8 +66,10 @@ class Thread:
 
 
 def _thread(tmp_path: Path, guarantee: str, partitions: tuple[int, ...] = (0, 1),
-            production_handler: str = "fail", changelogs: FakeConsumer | None = None) -> Thread:
-    """``changelogs``: what the restore consumer reads (empty: nothing to restore)."""
+            production_handler: str = "fail", changelogs: FakeConsumer | None = None,
+            abandon_when_brokers_down: bool = False) -> Thread:
+    """``changelogs``: what the restore consumer reads (empty: nothing to restore);
+    ``abandon_when_brokers_down``: as the stream thread sets it on the dev broker."""
     config = StreamsConfig(application_id=APP, bootstrap_servers="unused:9092", state_dir=str(tmp_path),
                            processing_guarantee=guarantee, task_timeout_ms=100)
     topology = _topology()
@@ -81,7 +83,8 @@ def _thread(tmp_path: Path, guarantee: str, partitions: tuple[int, ...] = (0, 1)
 
     def new_collector() -> RecordCollector:
         tid = f"{APP}-instance-0-{next(ids)}" if config.eos else None
-        collector = RecordCollector(producer_config(config, "producer", transactional_id=tid), new_producer)
+        collector = RecordCollector(producer_config(config, "producer", transactional_id=tid), new_producer,
+                                    abandon_when_brokers_down=abandon_when_brokers_down and tid is not None)
         collector.on_delivery_error = errors.delivery_failed
         if tid is not None:
             collector.producer.init_transactions()  # as the stream thread's factory does
@@ -190,6 +193,54 @@ def test_a_commit_the_broker_does_not_answer_within_the_task_timeout_starts_over
     assert "abort" not in old.calls  # the broker is away: the transaction is left to its timeout
     assert old.purged  # what it still holds must never reach the broker after the next owner's writes
     _started_over(t, tasks)
+
+
+# -- every broker went away (the dev broker forgets its transactions when it restarts) ----------------
+ALL_DOWN = KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down")
+REFUSED = KafkaError(KafkaError._TRANSPORT, "127.0.0.1:9092/1: Connect to ipv4#127.0.0.1:9092 failed")
+
+
+@pytest.mark.parametrize("report", [ALL_DOWN, REFUSED])
+def test_exactly_once_a_producer_that_saw_the_broker_go_away_sends_and_commits_nothing(
+        tmp_path: Path, report: KafkaError) -> None:
+    t = _thread(tmp_path, EXACTLY_ONCE_V2, abandon_when_brokers_down=True)
+    t.feed(0, "aba")
+    t.producer.conf["error_cb"](report)  # librdkafka's report, served at the next poll
+    assert t.producer.purged and not t.producer.queued
+    t.feed(1, "cd")  # processed meanwhile: dropped, never queued for a restarted broker
+    assert not t.producer.queued
+    old, tasks = _commit_starts_over(t)
+    assert "commit" not in old.calls and not t.broker.logs
+    _started_over(t, tasks)
+    assert t.replaced == [old.transactional_id]  # fenced once the broker answers, if it kept the transaction
+
+
+def test_exactly_once_a_commit_that_outlived_every_broker_going_away_counts_as_aborted(tmp_path: Path) -> None:
+    # the broker stops during the commit and comes back restarted: it answers the commit of a
+    # transaction it aborted when it started with success, so the runtime must not believe it
+    t = _thread(tmp_path, EXACTLY_ONCE_V2, abandon_when_brokers_down=True)
+    t.feed(0, "aba")
+    producer, tasks = t.producer, list(t.tm.tasks.values())
+    commit = producer.commit_transaction
+
+    def restarted_during(timeout: float = -1) -> None:
+        producer.conf["error_cb"](ALL_DOWN)
+        commit(timeout)
+
+    producer.commit_transaction = restarted_during  # type: ignore[method-assign]
+    with pytest.raises(TaskMigratedException) as migrated:
+        t.tm.commit()
+    assert migrated.value.start_over
+    _started_over(t, tasks)
+    assert all(t.checkpoint(task.partition) == {} for task in tasks)
+
+
+def test_where_brokers_keep_their_transactions_every_broker_down_changes_nothing(tmp_path: Path) -> None:
+    t = _thread(tmp_path, EXACTLY_ONCE_V2)  # Apache Kafka: the assist is off
+    t.feed(0, "aba")
+    t.producer.conf["error_cb"](ALL_DOWN)
+    t.tm.commit()
+    assert t.broker.group_offsets == {(INPUT, 0): 3} and not t.producer.purged
 
 
 # -- fenced --------------------------------------------------------------------------------------------
