@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import grpc
 
-from router.core.security import refusing_handler
+from router.core.security import header_value, refusing_handler
 from router.core.status_details import error_details, wrong_application_status
 
 #: the call metadata naming the application a call is meant for
@@ -43,9 +43,7 @@ class ApplicationInterceptor(grpc.ServerInterceptor):
                           details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         if details.method.startswith(_OPEN_PREFIXES):
             return continuation(details)
-        expected = next((v for k, v in details.invocation_metadata if k == APPLICATION_HEADER), "")
-        if isinstance(expected, bytes):
-            expected = expected.decode(errors="replace")
+        expected = header_value(details, APPLICATION_HEADER)
         if not expected or expected == self.application_id:
             return continuation(details)
         message = (f"{WRONG_APPLICATION}: this instance serves application {self.application_id[:64]!r}, not "

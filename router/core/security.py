@@ -145,6 +145,12 @@ class Security:
         return not self.token or hmac.compare_digest(presented.encode(), self.token.encode())
 
 
+def header_value(details: grpc.HandlerCallDetails, name: str) -> str:
+    """The call's metadata value ``name`` as text ("" when absent): what server interceptors read."""
+    value = next((v for k, v in details.invocation_metadata or () if k == name), "")
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
 def bearer(header: str) -> str:
     """The token of an ``Authorization: Bearer <token>`` value ("" when it is not one)."""
     scheme, _, value = header.strip().partition(" ")
@@ -181,10 +187,7 @@ class TokenInterceptor(grpc.ServerInterceptor):
                           details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         if details.method.startswith(OPEN_METHODS_PREFIX):
             return continuation(details)
-        presented = next((v for k, v in details.invocation_metadata if k == AUTHORIZATION), "")
-        if isinstance(presented, bytes):
-            presented = presented.decode(errors="replace")
-        token = bearer(presented)
+        token = bearer(header_value(details, AUTHORIZATION))
         if token and hmac.compare_digest(token.encode(), self._token):
             return continuation(details)
         message = ("a bearer token is required (metadata 'authorization: Bearer <token>')" if not token
