@@ -135,20 +135,33 @@ class RecordCollector:
             self._produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
         except BufferError:
             self._send_after_room(topic, key, value, timestamp, partition, headers)
-        except KafkaException as e:
-            raise _refused(e, topic, partition) from e
+        except (KafkaException, SystemError) as e:
+            self._refused(e, topic, partition)
 
     def _send_after_room(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
                          partition: int, headers: Headers | None) -> None:
         while True:
-            self._poll(0.05)
+            self.poll(0.05)
             try:
                 self._produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
                 return
             except BufferError:
                 continue
-            except KafkaException as e:
-                raise _refused(e, topic, partition) from e
+            except (KafkaException, SystemError) as e:
+                self._refused(e, topic, partition)
+                return
+
+    def _refused(self, e: KafkaException | SystemError, topic: str, partition: int) -> None:
+        """A record refused at once: the record's fault (raised for the caller, who knows the input
+        record), or the producer's (it failed for good: the record is dropped with the rest of the
+        uncommitted ones, and the next flush raises :class:`ProducerLostException`)."""
+        err = kafka_error(e)
+        if isinstance(e, SystemError):
+            self._fail(_failed_for_good(e), "the producer")
+        elif err is not None and (err.fatal() or err.code() in _FATAL):
+            self._fail(err, "the producer")
+        else:
+            raise _refused(e, topic, partition) from e
 
     def _fail(self, err: KafkaError, where: str) -> None:
         with self._lock:
@@ -219,9 +232,10 @@ class RecordCollector:
             # a fatal error is raised from flush (confluent-kafka may wrap it in a SystemError
             # when the error callback runs with it pending)
             err = kafka_error(e) or kafka_error(e.__cause__ or e.__context__ or e)
-            if err is None:
-                raise
-            self._fail(err, "the producer")
+            # a SystemError with nothing behind it: confluent-kafka's flush after librdkafka
+            # failed the producer fatally (an out-of-order sequence once a restarted broker
+            # forgot the producer's state): the producer is lost all the same
+            self._fail(err or _failed_for_good(e), "the producer")
             return 1
 
     def check(self) -> None:
@@ -233,8 +247,11 @@ class RecordCollector:
                 f"a record could not be written to {self._where}: {err.name()}: {err.str()}") \
                 from KafkaException(err)
 
-    def poll(self) -> None:
-        self._poll(0)
+    def poll(self, timeout: float = 0.0) -> None:
+        try:
+            self._poll(timeout)
+        except (KafkaException, SystemError) as e:  # as in _flush: raised at the next flush
+            self._fail(kafka_error(e) or _failed_for_good(e), "the producer")
 
     def discard(self) -> None:
         """Drop what the producer still holds: a changelog record delivered after the next
@@ -250,7 +267,11 @@ def _drop(topic: str, value: bytes | None = None, key: bytes | None = None, part
     """What an abandoned collector sends: nothing (its transaction is never committed)."""
 
 
-def _refused(e: KafkaException, topic: str, partition: int) -> ProductionException:
+def _failed_for_good(e: BaseException) -> KafkaError:
+    return KafkaError(KafkaError._FATAL, f"the producer failed ({type(e).__name__}: {e})", fatal=True)
+
+
+def _refused(e: KafkaException | SystemError, topic: str, partition: int) -> ProductionException:
     err = kafka_error(e)
     what = f"{err.name()}: {err.str()}" if err is not None else str(e)
     where = f"{topic}[{partition}]" if partition >= 0 else topic

@@ -107,6 +107,9 @@ class FakeBroker:
     delivery_error: KafkaError | None = None
     #: the broker is away: nothing is acknowledged
     away: bool = False
+    #: a producer's flush and poll raise this, and produce a fatal error (how confluent-kafka
+    #: reports a producer librdkafka failed for good, e.g. on an out-of-order sequence)
+    producer_failure: BaseException | None = None
 
     def committed_to(self, topic: str) -> dict[int, int]:
         """Records per partition of ``topic`` that readers see."""
@@ -160,12 +163,18 @@ class FakeProducer:
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1,
                 *, timestamp: int = 0, headers: Any = None) -> None:
+        if self.broker.producer_failure is not None:
+            raise KafkaException(KafkaError(KafkaError._FATAL, "failed", fatal=True))
         self.queued.append((topic, max(partition, 0), key, value))
 
     def poll(self, timeout: float = -1) -> int:
+        if self.broker.producer_failure is not None:
+            raise self.broker.producer_failure
         return 0
 
     def flush(self, timeout: float = -1) -> int:
+        if self.broker.producer_failure is not None:
+            raise self.broker.producer_failure
         if self.broker.away:
             time.sleep(min(max(timeout, 0.0), 0.01))
             return len(self.queued)

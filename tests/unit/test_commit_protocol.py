@@ -269,6 +269,24 @@ def test_at_least_once_a_producer_that_lost_its_state_is_replaced_and_the_tasks_
     assert t.replaced == []  # no transactional id to fence
 
 
+@pytest.mark.parametrize("step", ["flush", "poll", "send"])
+def test_at_least_once_a_producer_failed_for_good_is_replaced_and_the_tasks_start_over(
+        tmp_path: Path, step: str) -> None:
+    # confluent-kafka's flush raised a bare SystemError after librdkafka failed the idempotent
+    # producer (an out-of-order sequence once the restarted dev broker forgot it): the thread died
+    t = _thread(tmp_path, AT_LEAST_ONCE)
+    t.feed(0, "ab")
+    t.broker.producer_failure = SystemError("<method 'flush'> returned NULL without setting an exception")
+    if step == "poll":
+        t.tm.collector.poll()
+    elif step == "send":
+        t.feed(0, "c", start=2)  # the record is dropped with the producer, not handed to the handler
+    old, tasks = _commit_starts_over(t)
+    assert old.purged
+    t.broker.producer_failure = None
+    _started_over(t, tasks)
+
+
 # -- a record not written ------------------------------------------------------------------------------
 def test_at_least_once_a_changelog_record_not_written_fails_the_commit(tmp_path: Path) -> None:
     # the production handler would continue: never for a changelog record (its store would diverge)
