@@ -43,6 +43,8 @@ REBALANCE_ERRORS = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANC
                               KafkaError.STALE_MEMBER_EPOCH, KafkaError.FENCED_MEMBER_EPOCH})
 #: another producer has our transactional id
 FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+#: a transactional call that ran out of time: never resumed (see _commit_transaction)
+_CALL_TIMED_OUT = frozenset({KafkaError._TIMED_OUT})
 
 
 class GroupConsumer(Protocol):
@@ -118,11 +120,18 @@ class TaskCommitter:
             if offsets:
                 assert consumer is not None
                 group = consumer.consumer_group_metadata()
-                retrying(lambda: producer.send_offsets_to_transaction(offsets, group, 30),
-                         "adding the offsets to the transaction", wait_ms, self.name)
-            retrying(lambda: producer.commit_transaction(60), "committing the transaction", wait_ms, self.name)
+                retrying(lambda: producer.send_offsets_to_transaction(offsets, group, wait_ms / 1000),
+                         "adding the offsets to the transaction", wait_ms, self.name, final=_CALL_TIMED_OUT)
+            retrying(lambda: producer.commit_transaction(wait_ms / 1000), "committing the transaction", wait_ms,
+                     self.name, final=_CALL_TIMED_OUT)
         except KafkaException as e:
             err = kafka_error(e)
+            if err is not None and err.code() in _CALL_TIMED_OUT:
+                # not called again on this producer: after a broker outage librdkafka's resumed
+                # call can block for good (Apache Kafka, py-spy); the broker aborts the
+                # transaction after its timeout unless the commit went through, and the tasks
+                # start over from what the group has committed either way
+                raise ProducerLostException(f"the transaction's broker did not answer within {wait_ms} ms") from e
             if err is not None and (err.code() in FENCED_ERRORS
                                     or (err.fatal() and err.code() not in AUTHORIZATION_ERRORS)):
                 # another producer took our transactional id (a peer fenced us as dead, or a newer

@@ -204,6 +204,7 @@ class FakeProducer:
 
     def send_offsets_to_transaction(self, positions: list[TopicPartition], group_metadata: Any,
                                     timeout: float = -1) -> None:
+        self.calls.append("offsets")
         if self.broker.refuse_offsets is not None:
             raise KafkaException(self.broker.refuse_offsets)
         self._txn_offsets = positions

@@ -141,7 +141,7 @@ def test_exactly_once_commits_the_transaction_with_the_offsets_and_no_checkpoint
     t.tm.commit()
     assert t.broker.group_offsets == {(INPUT, 0): 3}
     assert t.broker.committed_to(CHANGELOG) == {0: 2} and not t.broker.aborted
-    assert t.producer.calls == ["init", "begin", "commit"]
+    assert t.producer.calls == ["init", "begin", "offsets", "commit"]
     assert t.checkpoint(0) == {}
     # the commit marker takes an offset: the next write lands after it
     assert t.tm.tasks[TaskId(0, 0)].state.changelog_offsets[(CHANGELOG, 0)] == 3
@@ -192,6 +192,19 @@ def test_a_commit_the_broker_does_not_answer_within_the_task_timeout_starts_over
     old, tasks = _commit_starts_over(t)
     assert "abort" not in old.calls  # the broker is away: the transaction is left to its timeout
     assert old.purged  # what it still holds must never reach the broker after the next owner's writes
+    _started_over(t, tasks)
+
+
+def test_exactly_once_a_transactional_call_that_timed_out_is_not_resumed(tmp_path: Path) -> None:
+    # after a broker outage librdkafka's resumed send_offsets_to_transaction blocked for good on
+    # Apache Kafka: the producer is given up at once instead
+    t = _thread(tmp_path, EXACTLY_ONCE_V2)
+    t.feed(0, "aba")
+    t.broker.refuse_offsets = KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True)
+    old, tasks = _commit_starts_over(t)
+    assert old.calls.count("offsets") == 1 and "commit" not in old.calls
+    assert old.purged
+    t.broker.refuse_offsets = None
     _started_over(t, tasks)
 
 
