@@ -21,9 +21,10 @@ Any other failure (a record that could not be written, a fatal error) is raised 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -45,6 +46,8 @@ REBALANCE_ERRORS = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANC
 FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 #: a transactional call that ran out of time: never resumed (see _commit_transaction)
 _CALL_TIMED_OUT = frozenset({KafkaError._TIMED_OUT})
+
+T = TypeVar("T")
 
 
 class GroupConsumer(Protocol):
@@ -120,10 +123,12 @@ class TaskCommitter:
             if offsets:
                 assert consumer is not None
                 group = consumer.consumer_group_metadata()
-                retrying(lambda: producer.send_offsets_to_transaction(offsets, group, wait_ms / 1000),
-                         "adding the offsets to the transaction", wait_ms, self.name, final=_CALL_TIMED_OUT)
-            retrying(lambda: producer.commit_transaction(wait_ms / 1000), "committing the transaction", wait_ms,
-                     self.name, final=_CALL_TIMED_OUT)
+                retrying(lambda: self._bounded(lambda: producer.send_offsets_to_transaction(
+                    offsets, group, wait_ms / 1000), wait_ms, "adding the offsets to the transaction"),
+                    "adding the offsets to the transaction", wait_ms, self.name, final=_CALL_TIMED_OUT)
+            retrying(lambda: self._bounded(lambda: producer.commit_transaction(wait_ms / 1000), wait_ms,
+                                           "committing the transaction"),
+                     "committing the transaction", wait_ms, self.name, final=_CALL_TIMED_OUT)
         except KafkaException as e:
             err = kafka_error(e)
             if err is not None and err.code() in _CALL_TIMED_OUT:
@@ -147,6 +152,31 @@ class TaskCommitter:
         self.collector.check()
         for task in tasks:
             task.state.transaction_committed()
+
+    def _bounded(self, call: Callable[[], T], timeout_ms: int, what: str) -> T:
+        """``call()`` (given ``timeout_ms``) on a thread of its own, given up when it outlives that
+        timeout by far: librdkafka's send_offsets_to_transaction can block for good once the group
+        coordinator it cached is gone (librdkafka issues 5456 and 5511; seen on Apache Kafka after
+        the broker restarted). The producer is lost then; the daemon thread stays blocked with it
+        and does not hold the process at exit."""
+        outcome: list[Any] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, call()))
+            except BaseException as e:  # handed to the caller below
+                outcome.append((False, e))
+
+        worker = threading.Thread(target=run, name=f"{self.name}-txn", daemon=True)
+        worker.start()
+        worker.join(2 * timeout_ms / 1000 + 1)
+        if not outcome:
+            raise ProducerLostException(f"{what} did not return within twice its timeout of {timeout_ms} ms; "
+                                        "the producer is given up")
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     def _commit_offsets(self, offsets: list[TopicPartition], consumer: GroupConsumer | None) -> None:
         assert consumer is not None

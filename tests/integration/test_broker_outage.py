@@ -34,12 +34,6 @@ LINES = 6_000
 #: producer's transaction timeout: its transaction is still open when the broker comes back
 CASES = [("at_least_once", OUTAGE_S), ("exactly_once_v2", OUTAGE_S),
          *([] if "IQMESH_OUTAGE_S" in os.environ else [("exactly_once_v2", 5.0)])]
-#: exactly-once on Apache Kafka: after the outage the stream thread can block for good in a
-#: send_offsets_to_transaction retried after it timed out (py-spy: 3 of 4 runs of the 5 s case,
-#: and 1 CI run of the 20 s case); a defect of the commit path, not fixed yet, so these cases run
-#: on Kafka only when IQMESH_OUTAGE_S is set (to reproduce it)
-EOS_ON_KAFKA = ("exactly-once on Apache Kafka: the stream thread can block for good in a retried "
-                "send_offsets_to_transaction after the outage (known defect, issue 15); set IQMESH_OUTAGE_S to run it")
 
 
 @pytest.mark.parametrize(("guarantee", "outage_s"), CASES)
@@ -47,8 +41,6 @@ def test_broker_stops_and_comes_back(tmp_path: Path, unique: str, guarantee: str
     engine = suite_engine()
     if os.environ.get("IQMESH_BOOTSTRAP"):
         pytest.skip("stops and restarts a broker of its own; IQMESH_BOOTSTRAP names one it cannot restart")
-    if engine == "kafka" and guarantee == "exactly_once_v2" and "IQMESH_OUTAGE_S" not in os.environ:
-        pytest.skip(EOS_ON_KAFKA)
     broker_dir = tmp_path / "broker"
     handle = engines.start(engine, broker_dir)
     bootstrap = handle.bootstrap

@@ -4,6 +4,7 @@ logs, positions, pauses; a group member's commits), and a producer behind Record
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +111,9 @@ class FakeBroker:
     #: a producer's flush and poll raise this, and produce a fatal error (how confluent-kafka
     #: reports a producer librdkafka failed for good, e.g. on an out-of-order sequence)
     producer_failure: BaseException | None = None
+    #: adding offsets to a transaction blocks until this is set, whatever its timeout (librdkafka
+    #: issues 5456 and 5511: the group coordinator it cached is gone)
+    offsets_hang: threading.Event | None = None
 
     def committed_to(self, topic: str) -> dict[int, int]:
         """Records per partition of ``topic`` that readers see."""
@@ -205,6 +209,8 @@ class FakeProducer:
     def send_offsets_to_transaction(self, positions: list[TopicPartition], group_metadata: Any,
                                     timeout: float = -1) -> None:
         self.calls.append("offsets")
+        if self.broker.offsets_hang is not None:
+            self.broker.offsets_hang.wait()
         if self.broker.refuse_offsets is not None:
             raise KafkaException(self.broker.refuse_offsets)
         self._txn_offsets = positions

@@ -7,6 +7,7 @@ closed dirty, and that no checkpoint runs ahead of what was committed."""
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,6 +206,19 @@ def test_exactly_once_a_transactional_call_that_timed_out_is_not_resumed(tmp_pat
     assert old.calls.count("offsets") == 1 and "commit" not in old.calls
     assert old.purged
     t.broker.refuse_offsets = None
+    _started_over(t, tasks)
+
+
+def test_exactly_once_adding_offsets_that_never_returns_gives_the_producer_up(tmp_path: Path) -> None:
+    t = _thread(tmp_path, EXACTLY_ONCE_V2)  # task.timeout.ms=100: given up after 1.2 s
+    t.feed(0, "aba")
+    t.broker.offsets_hang = threading.Event()
+    try:
+        old, tasks = _commit_starts_over(t)
+    finally:
+        t.broker.offsets_hang.set()  # the blocked call's thread ends with the test
+    assert old.calls.count("offsets") == 1 and "commit" not in old.calls
+    t.broker.offsets_hang = None
     _started_over(t, tasks)
 
 
