@@ -11,7 +11,8 @@ place:
   if they stay (``start_over`` False);
 - the transaction refused or needing an abort: it is aborted; the producer fenced or failed for
   good; a commit that the broker did not answer within ``task.timeout.ms`` (the member's session
-  is over by then): the producer is discarded and ``start_over`` is True: every task is closed
+  is over by then), or under exactly-once within ``transaction.timeout.ms`` (a transactional call
+  that timed out is never resumed): the producer is discarded and ``start_over`` is True: every task is closed
   dirty (its stores may hold writes no commit covers), a new producer is made and the thread
   rejoins.
 
@@ -24,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -46,8 +47,6 @@ REBALANCE_ERRORS = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANC
 FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 #: a transactional call that ran out of time: never resumed (see _commit_transaction)
 _CALL_TIMED_OUT = frozenset({KafkaError._TIMED_OUT})
-
-T = TypeVar("T")
 
 
 class GroupConsumer(Protocol):
@@ -123,12 +122,9 @@ class TaskCommitter:
             if offsets:
                 assert consumer is not None
                 group = consumer.consumer_group_metadata()
-                retrying(lambda: self._bounded(lambda: producer.send_offsets_to_transaction(
-                    offsets, group, wait_ms / 1000), wait_ms, "adding the offsets to the transaction"),
-                    "adding the offsets to the transaction", wait_ms, self.name, final=_CALL_TIMED_OUT)
-            retrying(lambda: self._bounded(lambda: producer.commit_transaction(wait_ms / 1000), wait_ms,
-                                           "committing the transaction"),
-                     "committing the transaction", wait_ms, self.name, final=_CALL_TIMED_OUT)
+                self._txn_call(lambda: producer.send_offsets_to_transaction(offsets, group, wait_ms / 1000),
+                               "adding the offsets to the transaction", wait_ms)
+            self._txn_call(lambda: producer.commit_transaction(wait_ms / 1000), "committing the transaction", wait_ms)
         except KafkaException as e:
             err = kafka_error(e)
             if err is not None and err.code() in _CALL_TIMED_OUT:
@@ -153,19 +149,25 @@ class TaskCommitter:
         for task in tasks:
             task.state.transaction_committed()
 
-    def _bounded(self, call: Callable[[], T], timeout_ms: int, what: str) -> T:
+    def _txn_call(self, call: Callable[[], None], what: str, timeout_ms: int) -> None:
+        """A transactional call given ``timeout_ms``: tried again after a transient failure, never
+        after it timed out, and bounded (:meth:`_bounded`)."""
+        retrying(lambda: self._bounded(call, timeout_ms, what), what, timeout_ms, self.name, final=_CALL_TIMED_OUT)
+
+    def _bounded(self, call: Callable[[], None], timeout_ms: int, what: str) -> None:
         """``call()`` (given ``timeout_ms``) on a thread of its own, given up when it outlives that
         timeout by far: librdkafka's send_offsets_to_transaction can block for good once the group
         coordinator it cached is gone (librdkafka issues 5456 and 5511; seen on Apache Kafka after
         the broker restarted). The producer is lost then; the daemon thread stays blocked with it
         and does not hold the process at exit."""
-        outcome: list[Any] = []
+        outcome: list[BaseException | None] = []
 
         def run() -> None:
             try:
-                outcome.append((True, call()))
-            except BaseException as e:  # handed to the caller below
-                outcome.append((False, e))
+                call()
+                outcome.append(None)
+            except BaseException as e:  # raised for the caller below
+                outcome.append(e)
 
         worker = threading.Thread(target=run, name=f"{self.name}-txn", daemon=True)
         worker.start()
@@ -173,10 +175,8 @@ class TaskCommitter:
         if not outcome:
             raise ProducerLostException(f"{what} did not return within twice its timeout of {timeout_ms} ms; "
                                         "the producer is given up")
-        ok, value = outcome[0]
-        if not ok:
-            raise value
-        return value  # type: ignore[no-any-return]
+        if outcome[0] is not None:
+            raise outcome[0]
 
     def _commit_offsets(self, offsets: list[TopicPartition], consumer: GroupConsumer | None) -> None:
         assert consumer is not None
