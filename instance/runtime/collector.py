@@ -136,7 +136,7 @@ class RecordCollector:
         except BufferError:
             self._send_after_room(topic, key, value, timestamp, partition, headers)
         except (KafkaException, SystemError) as e:
-            self._refused(e, topic, partition)
+            self._send_refused(e, topic, partition)
 
     def _send_after_room(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
                          partition: int, headers: Headers | None) -> None:
@@ -148,10 +148,10 @@ class RecordCollector:
             except BufferError:
                 continue
             except (KafkaException, SystemError) as e:
-                self._refused(e, topic, partition)
+                self._send_refused(e, topic, partition)
                 return
 
-    def _refused(self, e: KafkaException | SystemError, topic: str, partition: int) -> None:
+    def _send_refused(self, e: KafkaException | SystemError, topic: str, partition: int) -> None:
         """A record refused at once: the record's fault (raised for the caller, who knows the input
         record), or the producer's (it failed for good: the record is dropped with the rest of the
         uncommitted ones, and the next flush raises :class:`ProducerLostException`)."""
