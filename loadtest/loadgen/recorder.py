@@ -28,6 +28,8 @@ class Answer:
     #: changelog records the serving replica was behind (-1 unknown)
     lag: int
     served_by: str = ""
+    #: why a stale answer is stale: the serving replica's role and its instance's state
+    replica: str = ""
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Recorder:
         self.stale_flagged = 0
         self.stale_unflagged = 0
         self.unflagged_examples: list[str] = []
+        self.stale_examples: list[str] = []
         self.max_stale_lag = 0
         self.max_staleness_s = 0.0
         self.seconds: dict[int, _Second] = collections.defaultdict(_Second)
@@ -77,6 +80,9 @@ class Recorder:
         if answer.stale:
             self.stale_flagged += 1
             sec.stale += 1
+            if len(self.stale_examples) < 5:
+                self.stale_examples.append(f"{key!r} at +{wall - self.started_wall:.2f}s from {answer.served_by}"
+                                           f" ({answer.replica}, lag {answer.lag})")
             self.max_stale_lag = max(self.max_stale_lag, answer.lag)
             self.max_staleness_s = max(self.max_staleness_s, self._age_of(key, value, wall))
             return
@@ -136,6 +142,7 @@ class Recorder:
             "stale_flagged": self.stale_flagged,
             "stale_fraction": round(self.stale_flagged / self.ok, 5) if self.ok else 0.0,
             "stale_unflagged": self.stale_unflagged, "unflagged_examples": self.unflagged_examples,
+            "stale_examples": self.stale_examples,
             "max_stale_lag_records": self.max_stale_lag, "max_staleness_s": round(self.max_staleness_s, 3),
         }
 

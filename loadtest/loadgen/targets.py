@@ -49,7 +49,8 @@ class GrpcTarget:
             details = getattr(e, "details", None)  # an aio error is no grpc.Call but has details()
             raise QueryFailed(status_label(e), (details() if callable(details) else "") or "") from None
         md = r.metadata
-        return Answer(_count(r.value) if r.found else 0, bool(md["stale"]), int(md["lag"]), str(md["served_by"]))
+        return Answer(_count(r.value) if r.found else 0, bool(md["stale"]), int(md["lag"]), str(md["served_by"]),
+                      f"{md['role']} of a {md['instance_state']} instance")
 
     async def close(self) -> None:
         await self.client.close()
@@ -87,7 +88,7 @@ class RestTarget:
             raise QueryFailed(f"HTTP {type(e).__name__}", str(e)) from None
         md = body["metadata"]
         return Answer(_count(body["value"]) if body["found"] else 0, bool(md["stale"]), int(md["lag"]),
-                      str(md["served_by"]))
+                      str(md["served_by"]), f"{md.get('role')} of a {md.get('instance_state')} instance")
 
     async def close(self) -> None:
         if self._session is not None:
