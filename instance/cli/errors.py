@@ -62,7 +62,7 @@ def _error_message(e: BaseException, args: argparse.Namespace) -> str:
         details = e.details() or ""
         if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and refusal_of(e) is None:
             return (f"no answer from {args.target} ({details}): is an instance serving queries there?"
-                    f"{_tls_hint(details, args)}")
+                    f"{_tls_hint(args)}")
         return details
     return str(e)
 
@@ -86,17 +86,25 @@ def check_numbers(args: argparse.Namespace) -> None:
             raise ConfigException(f"--{name.replace('_', '-')} must be 0 or more, got {value}")
 
 
-def _tls_hint(details: str, args: argparse.Namespace) -> str:
-    """A TLS server closes a plaintext client's connection at once ("Socket closed"): say so."""
+def _tls_hint(args: argparse.Namespace) -> str:
+    """Whether the target speaks TLS when the client does not, or the other way round, asked of
+    the target itself (router.client.probe): gRPC says why it could not connect only in prose."""
+    from router.client.probe import Listener, listener_at
     from router.core.security import TLS_CA_FILE
 
-    if "Socket closed" not in details:
+    target = str(getattr(args, "target", "") or "")
+    if not target or "," in target:
         return ""
     try:
         tls = bool(client_security(args).ca_file)
     except Exception:
         tls = False
-    if tls:
-        return " (it closed the connection: is it serving TLS with a certificate your CA file signs?)"
-    return (" It closed the connection at once, as a TLS server does for a plaintext client: if it serves TLS, "
-            f"give its CA with --config {TLS_CA_FILE}=PATH (or --config-file)")
+    listener = listener_at(target)
+    if listener is Listener.TLS and not tls:
+        return (f" It serves TLS and this client speaks plaintext: give its CA with --config {TLS_CA_FILE}=PATH"
+                " (or --config-file)")
+    if listener is Listener.TLS:
+        return " (it serves TLS: is its certificate signed by your CA file, for the name you connect to?)"
+    if listener is Listener.PLAINTEXT and tls:
+        return f" (it does not serve TLS: drop {TLS_CA_FILE} for a plaintext instance)"
+    return ""

@@ -11,7 +11,19 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from router.client.client_core import KeyArg, QueryResult, ScanMethods, WindowsResult, prepare_scan
-from router.client.client_steps import MAX_TABLE_AGE_S, ClientCore, Done, Driver, Pause, Refresh, Rpc, Step, Steps
+from router.client.client_steps import (
+    MAX_TABLE_AGE_S,
+    ClientCore,
+    Done,
+    Driver,
+    Pause,
+    Probe,
+    Refresh,
+    Rpc,
+    Step,
+    Steps,
+)
+from router.client.probe import nothing_listens
 from router.client.routing_table import RoutingTable
 from router.client.scan_pages import AsyncScan
 from router.client.watch_client import AsyncWatch, watch_of
@@ -127,6 +139,8 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
         if isinstance(step, Pause):
             await asyncio.sleep(step.seconds)
             return None
+        if isinstance(step, Probe):
+            return await asyncio.to_thread(nothing_listens, step.endpoints)
         assert isinstance(step, Refresh)
         if self._refreshing is None:
             self._refreshing = asyncio.Lock()

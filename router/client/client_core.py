@@ -305,19 +305,6 @@ def is_retryable(e: grpc.RpcError) -> bool:
     return e.code() is grpc.StatusCode.UNAVAILABLE and refused is not None and refused.reason in RETRY_REASONS
 
 
-def is_refused(e: grpc.RpcError) -> bool:
-    """Nothing listens at the address (the connection was refused), or another application's
-    server does: no retry changes that while the client knows no other instance."""
-    return is_wrong_application(e) or (
-        e.code() is grpc.StatusCode.UNAVAILABLE and "connection refused" in (e.details() or "").lower())
-
-
-def get_retryable(e: grpc.RpcError, table: RoutingTable | None) -> bool:
-    """Whether a Get retries after ``e``: as :func:`is_retryable`, except that before any instance
-    answered (no routing table) a refused connection fails at once, as the scans do."""
-    return is_retryable(e) and not (table is None and is_refused(e))
-
-
 def learn_application(pool: Any, reply: pb.MetadataReply) -> None:
     """The first Metadata reply names the application the client's later calls are meant for."""
     if not pool.application_id and reply.application_id:

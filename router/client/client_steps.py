@@ -35,8 +35,8 @@ from router.client.client_core import (
     Seeds,
     WindowsResult,
     get_request,
-    get_retryable,
     global_exhausted,
+    is_retryable,
     is_unreachable,
     learn_application,
     needs_refresh,
@@ -50,6 +50,7 @@ from router.client.client_core import (
 from router.client.forward import direct, raise_refusal
 from router.client.query_router import QueryRouter
 from router.client.routing_table import RoutingTable
+from router.core.application_guard import is_wrong_application
 from router.core.scan_wire import ScanRequest, method_of
 from router.core.unavailable import UnavailableError
 from router.rpc import iqmesh_pb2 as pb
@@ -85,7 +86,15 @@ class Refresh:
     deadline: Deadline
 
 
-Step = Rpc | Pause | Refresh
+@dataclass(frozen=True)
+class Probe:
+    """Whether nothing listens at any of ``endpoints`` (every TCP connection refused): the driver
+    answers with router.client.probe.nothing_listens, off the event loop in the async client."""
+
+    endpoints: tuple[str, ...]
+
+
+Step = Rpc | Pause | Refresh | Probe
 #: a call as steps: yields what it needs done, is sent each result, returns its answer
 Steps = Generator[Step, Any, T]
 
@@ -142,11 +151,25 @@ class ClientCore:
                 if pause is None:
                     raise unavailable(e) from None
             except grpc.RpcError as e:
-                pause = backoff.pause(deadline) if get_retryable(e, table) else None
+                refused = yield from self._refused_before_any_table(e, table)
+                pause = backoff.pause(deadline) if is_retryable(e) and not refused else None
                 if pause is None:
                     raise
                 self.stale = True
             yield Pause(pause)
+
+    def _refused_before_any_table(self, e: grpc.RpcError, table: RoutingTable | None) -> Steps[bool]:
+        """Before any instance answered, another application's server at the seeds or nothing
+        listening at any of them (each TCP connection refused): no retry changes that while the
+        client knows no other instance, so a Get fails at once (as the scans do)."""
+        if table is not None:
+            return False
+        if is_wrong_application(e):
+            return True
+        if e.code() is not grpc.StatusCode.UNAVAILABLE or not is_unreachable(e):
+            return False
+        nothing: bool = yield Probe(tuple(self.entries.order(None)))
+        return nothing
 
     def ask_direct(self, endpoint: str, request: pb.GetRequest, timeout: float) -> Steps[pb.GetReply]:
         """``endpoint`` answers ``request`` from its own replica or refuses (UnavailableError, as

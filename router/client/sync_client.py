@@ -21,7 +21,19 @@ from router.client.client_core import (
     prepare_scan,
     routing_table_to_dict,
 )
-from router.client.client_steps import MAX_TABLE_AGE_S, ClientCore, Done, Driver, Pause, Refresh, Rpc, Step, Steps
+from router.client.client_steps import (
+    MAX_TABLE_AGE_S,
+    ClientCore,
+    Done,
+    Driver,
+    Pause,
+    Probe,
+    Refresh,
+    Rpc,
+    Step,
+    Steps,
+)
+from router.client.probe import nothing_listens
 from router.client.routing_table import RoutingTable
 from router.client.scan_pages import Scan, ScanItem
 from router.client.watch_client import Watch, watch_of
@@ -146,6 +158,8 @@ class QueryClient(ScanMethods[Scan]):
         if isinstance(step, Pause):
             time.sleep(step.seconds)
             return None
+        if isinstance(step, Probe):
+            return nothing_listens(step.endpoints)
         assert isinstance(step, Refresh)
         with self._lock:  # one thread fetches; the others use what it fetched
             if self.core.table is step.seen:

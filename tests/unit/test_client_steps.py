@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from router.client.client_core import ClientError, unavailable
-from router.client.client_steps import ClientCore, Done, Driver, Pause, Refresh, Rpc, Step
+from router.client.client_steps import ClientCore, Done, Driver, Pause, Probe, Refresh, Rpc, Step
 from router.client.routing_table import RoutingTable
 from router.core.status_details import refusal_of
 from router.core.unavailable import UnavailableError, UnavailableReason
@@ -95,3 +95,26 @@ def test_an_unreachable_entry_is_passed_over_and_its_metadata_becomes_the_table(
     assert isinstance(done, Done) and done.value is reply
     assert core.table is not None and app.application_id == "app"
     assert core.entries.order(core.table) == ["a:1", "dead:1"]  # the one that answered first, the suspect last
+
+
+@pytest.mark.parametrize("nothing_listens", [True, False])
+def test_before_any_table_a_transport_failure_asks_whether_anything_listens_at_the_seeds(
+        nothing_listens: bool) -> None:
+    """Nothing listening at every seed ends a Get at once (no retry starts a server); a seed that
+    accepts connections but did not answer in time is retried, as any unreachable instance."""
+    core = ClientCore("a:1,b:1", 5.0, 30.0, App())
+    driver = Driver(core.get("counts", "k"))
+    transport = ClientError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses")
+    assert isinstance(driver.first(), Refresh)  # no table yet: the driver's refresh found none
+    first = driver.send(None)
+    assert isinstance(first, Rpc) and first.endpoint == "a:1"
+    second = driver.throw(transport)
+    assert isinstance(second, Rpc) and second.endpoint == "b:1"  # the next seed first
+    probe = driver.throw(transport)
+    assert isinstance(probe, Probe) and sorted(probe.endpoints) == ["a:1", "b:1"]
+    if nothing_listens:
+        with pytest.raises(grpc.RpcError) as e:
+            driver.send(True)
+        assert e.value is transport
+    else:
+        assert isinstance(driver.send(False), Pause)
