@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +39,6 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.min_reconnect_backoff_ms", 3000),  # also the shortest connect timeout
     ("grpc.max_reconnect_backoff_ms", 3000),
 )
-#: metadata a channel adds to each call, asked at the call (e.g. the application once learned)
-ExtraMetadata = Callable[[], Sequence[tuple[str, str]]]
-
 
 @dataclass(frozen=True)
 class Security:
@@ -108,29 +105,17 @@ class Security:
     def server_interceptors(self) -> list[grpc.ServerInterceptor]:
         return [TokenInterceptor(self.token)] if self.token else []
 
-    def channel(self, endpoint: str, extra: ExtraMetadata | None = None) -> grpc.Channel:
-        """A channel to ``endpoint`` that dials with TLS as configured and sends the token (and
-        what ``extra()`` returns at each call)."""
-        ch = (grpc.secure_channel(endpoint, self.channel_credentials(), options=CHANNEL_OPTIONS) if self.dial_tls
-              else grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS))
-        if not self.token and extra is None:
-            return ch
-        return grpc.intercept_channel(ch, _SyncTokenInterceptor(self._metadata_of(extra)))
-
-    def _metadata_of(self, extra: ExtraMetadata | None) -> ExtraMetadata:
-        fixed = self.call_metadata()
-        if extra is None:
-            return lambda: fixed
-        return lambda: (*fixed, *extra())
-
-    def aio_channel(self, endpoint: str, extra: ExtraMetadata | None = None) -> grpc.aio.Channel:
-        md = self._metadata_of(extra)
-        interceptors: Sequence[grpc.aio.ClientInterceptor] | None = (
-            [_AioUnaryUnary(md), _AioUnaryStream(md)] if self.token or extra is not None else None)
+    def channel(self, endpoint: str) -> grpc.Channel:
+        """A channel to ``endpoint`` that dials with TLS as configured (the token goes with each
+        call: :meth:`call_metadata`, added by router.core.channels)."""
         if self.dial_tls:
-            return grpc.aio.secure_channel(endpoint, self.channel_credentials(), options=CHANNEL_OPTIONS,
-                                           interceptors=interceptors)
-        return grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS, interceptors=interceptors)
+            return grpc.secure_channel(endpoint, self.channel_credentials(), options=CHANNEL_OPTIONS)
+        return grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+
+    def aio_channel(self, endpoint: str) -> grpc.aio.Channel:
+        if self.dial_tls:
+            return grpc.aio.secure_channel(endpoint, self.channel_credentials(), options=CHANNEL_OPTIONS)
+        return grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
 
     # -- HTTP ------------------------------------------------------------------------------------
     def server_ssl_context(self) -> ssl.SSLContext | None:
@@ -213,54 +198,6 @@ def refusing_handler(handler: grpc.RpcMethodHandler | None, code: grpc.StatusCod
     if handler is not None and handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(deny)
     return grpc.unary_unary_rpc_method_handler(deny)
-
-
-class _Details(grpc.ClientCallDetails):  # type: ignore[misc]
-    def __init__(self, d: grpc.ClientCallDetails, metadata: Sequence[tuple[str, str]]) -> None:
-        self.method = d.method
-        self.timeout = d.timeout
-        self.metadata = [*(d.metadata or ()), *metadata]
-        self.credentials = d.credentials
-        self.wait_for_ready = d.wait_for_ready
-        self.compression = d.compression
-
-
-class _SyncTokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    def __init__(self, metadata: ExtraMetadata) -> None:
-        self._md = metadata
-
-    def intercept_unary_unary(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
-        return continuation(_Details(details, self._md()), request)
-
-    def intercept_unary_stream(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
-        return continuation(_Details(details, self._md()), request)
-
-
-class _AioDetails(grpc.aio.ClientCallDetails):
-    pass
-
-
-def _aio_details(d: grpc.aio.ClientCallDetails, md: Sequence[tuple[str, str]]) -> grpc.aio.ClientCallDetails:
-    metadata = grpc.aio.Metadata(*(tuple(d.metadata) if d.metadata else ()), *md)
-    return _AioDetails(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready)
-
-
-class _AioUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self, metadata: ExtraMetadata) -> None:
-        self._md = metadata
-
-    async def intercept_unary_unary(self, continuation: Any, details: grpc.aio.ClientCallDetails,
-                                    request: Any) -> Any:
-        return await continuation(_aio_details(details, self._md()), request)
-
-
-class _AioUnaryStream(grpc.aio.UnaryStreamClientInterceptor):
-    def __init__(self, metadata: ExtraMetadata) -> None:
-        self._md = metadata
-
-    async def intercept_unary_stream(self, continuation: Any, details: grpc.aio.ClientCallDetails,
-                                     request: Any) -> Any:
-        return await continuation(_aio_details(details, self._md()), request)
 
 
 NO_SECURITY = Security()
