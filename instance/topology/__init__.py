@@ -1,10 +1,10 @@
 """Topology: the DSL (StreamsBuilder) and the Processor API it builds on."""
 
 from instance.runtime.punctuation import Cancellable, PunctuationType
-from instance.topology.builder import KGroupedStream, KStream, StreamsBuilder
+from instance.topology.builder import StreamsBuilder
+from instance.topology.dsl import KGroupedStream, KGroupedTable, KStream, KTable
 from instance.topology.fk_join import TableJoined
 from instance.topology.global_table import GlobalKTable
-from instance.topology.ktable import KGroupedTable, KTable
 from instance.topology.materialized import Materialized
 from instance.topology.options import Consumed, Grouped, Produced
 from instance.topology.processor import (

@@ -27,10 +27,11 @@ from instance.errors import TopologyException
 from instance.state.spec import StoreSpec
 from instance.topology import fk_processors as FP
 from instance.topology import fk_wire as W
-from instance.topology.ktable import KTable, with_old_values
+from instance.topology.graph import DslGraph
 from instance.topology.materialized import Materialized, MaterializedArg, materialized_of, table_store_spec
-from instance.topology.processors import OldValues, TableSourceProcessor
-from instance.topology.topology import InternalTopic
+from instance.topology.processors import OldValues, TableSourceProcessor, with_old_values
+from instance.topology.refs import TableRef
+from instance.topology.topology import InternalTopic, source_topics
 
 
 @dataclass(frozen=True)
@@ -86,16 +87,10 @@ def split_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[TableJoin
     return tj, m
 
 
-def fk_join(left: KTable, right: KTable, extractor: Callable[..., Any], joiner: Callable[[Any, Any], Any],
-            left_join: bool, table_joined: TableJoined, materialized: MaterializedArg) -> KTable:
+def fk_join(b: DslGraph, left: TableRef, right: TableRef, extractor: Callable[..., Any],
+            joiner: Callable[[Any, Any], Any], left_join: bool, table_joined: TableJoined,
+            materialized: MaterializedArg) -> TableRef:
     """Wire the join; see the module docstring for what is created."""
-    if not isinstance(right, KTable):
-        raise TopologyException(f"a foreign-key join needs a KTable, got {type(right).__name__}")
-    if not callable(joiner):
-        raise TopologyException(f"joiner must be callable, got {type(joiner).__name__}")
-    b = left._b
-    if right._b is not b:
-        raise TopologyException("both tables of a join must come from the same StreamsBuilder")
     extract = as_extractor(extractor)
     # old values: the left side's to unsubscribe an old foreign key; the right side's as Kafka
     # Streams asks for them (an upstream filter then forwards no (None, None) change)
@@ -144,20 +139,20 @@ def fk_join(left: KTable, right: KTable, extractor: Callable[..., Any], joiner: 
     topo.add_state_store(StoreSpec(store, keys, subs, caching_enabled=False, timestamped=True), receive)
     # the getters are connected once their reader exists; the suppliers run at task build time
     topo.add_processor(answer, lambda: FP.SubscriptionJoinProcessor(right_getter), receive)
-    right_getter = right.connect_getter(answer)
+    right_getter = right.connect_getter(topo, answer)
     topo.add_processor(foreign, lambda: FP.ForeignTableJoinProcessor(store, keys, subs), right.node)
     topo.connect_processor_and_state_stores(store, foreign)
     topo.add_sink(resp_sink, resp_topic, answer, foreign, key_serde=pk_serde, value_serde=responses)
     topo.add_internal_topic(InternalTopic(resp_topic))
-    topo.add_copartition_group(right.source_topics() | {sub_topic})
+    topo.add_copartition_group(source_topics(topo, right.node) | {sub_topic})
     # left side: answers in, joined with the row as it is now
     topo.add_source(resp_source, resp_topic, key_serde=pk_serde, value_serde=responses)
     topo.add_processor(resolver, lambda: FP.ResponseJoinProcessor(left_getter, left_values, joiner, left_join),
                        resp_source)
-    left_getter = left.connect_getter(resolver)
+    left_getter = left.connect_getter(topo, resolver)
     flag = OldValues()
     topo.add_processor(output, lambda: with_old_values(TableSourceProcessor(out_store), flag), resolver)
     spec = table_store_spec(out_store, m.key_serde or pk_serde, m.value_serde or b.default_value_serde, m)
     topo.add_state_store(spec, output)
-    topo.add_copartition_group(left.source_topics() | {resp_topic})
-    return KTable(b, output, out_store, spec.key_serde, spec.value_serde, old_values=flag)
+    topo.add_copartition_group(source_topics(topo, left.node) | {resp_topic})
+    return TableRef.materialized(output, out_store, spec.key_serde, spec.value_serde, flag)

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from instance.errors import TopologyException
 from instance.topology import table_processors as TP
+from instance.topology.graph import DslGraph
 from instance.topology.materialized import MaterializedArg, materialized_of, table_store_spec
+from instance.topology.refs import StreamRef
 from router.core.serdes import Serde
-
-if TYPE_CHECKING:
-    from instance.topology.builder import KStream, StreamsBuilder
 
 
 def global_store_getter(store: str) -> TP.GetterFactory:
@@ -24,14 +23,16 @@ def global_store_getter(store: str) -> TP.GetterFactory:
 
 
 class GlobalKTable:
-    def __init__(self, builder: StreamsBuilder, store: str, key_serde: Serde, value_serde: Serde) -> None:
+    """What a stream joins with: the store and its serdes (returns no other handle)."""
+
+    def __init__(self, builder: DslGraph, store: str, key_serde: Serde, value_serde: Serde) -> None:
         self._b = builder
         self.queryable_store_name = store
         self.key_serde = key_serde
         self.value_serde = value_serde
 
 
-def global_table(builder: StreamsBuilder, topic: str, materialized: MaterializedArg = None,
+def global_table(builder: DslGraph, topic: str, materialized: MaterializedArg = None,
                  key_serde: Serde | None = None, value_serde: Serde | None = None) -> GlobalKTable:
     m = materialized_of(materialized)
     ks = key_serde or m.key_serde or builder.default_key_serde
@@ -45,12 +46,10 @@ def global_table(builder: StreamsBuilder, topic: str, materialized: Materialized
     return GlobalKTable(builder, store, ks, vs)
 
 
-def stream_global_join(stream: KStream, table: GlobalKTable, key_selector: Callable[[Any, Any], Any],
-                       joiner: Callable[[Any, Any], Any], name: str | None = None, *, left: bool) -> KStream:
+def stream_global_join(b: DslGraph, stream: StreamRef, table: GlobalKTable, key_selector: Callable[[Any, Any], Any],
+                       joiner: Callable[[Any, Any], Any], name: str | None = None, *, left: bool) -> StreamRef:
     """Each stream record looks up ``key_selector(key, value)`` in the global table as of now; a
     None lookup key or a None value drops the record (counted)."""
-    from instance.topology.builder import KStream
-    b = stream._b
     if table._b is not b:
         raise TopologyException("the stream and the global table must come from the same StreamsBuilder")
     node = name or b.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
@@ -58,4 +57,4 @@ def stream_global_join(stream: KStream, table: GlobalKTable, key_selector: Calla
     b.topology.add_processor(node, lambda: TP.StreamTableJoinProcessor(getter, joiner, left, key_selector),
                              stream.node)
     b.topology.connect_processor_and_state_stores(table.queryable_store_name, node)
-    return KStream(b, node, stream.key_serde, None, stream.repartition_required)
+    return StreamRef(node, stream.key_serde, None, stream.repartition_required)

@@ -121,6 +121,12 @@ class OldValues:
         self.enabled = enabled
 
 
+def with_old_values(proc: Any, old_values: OldValues) -> Any:
+    """Give a store-forwarding processor its table's flag (for suppliers of existing processors)."""
+    proc.old_values = old_values
+    return proc
+
+
 def forward_store_changes(context: ProcessorContext, store: Any, old_values: OldValues | None) -> None:
     """Make ``store``'s flush listener forward ``(key, Change(new, old), timestamp)`` to the
     node's children: at once without caching, on cache flush with it; ``old`` is None unless

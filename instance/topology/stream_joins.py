@@ -15,18 +15,17 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from instance.errors import TopologyException
 from instance.state.spec import StoreSpec
+from instance.topology.graph import DslGraph
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.processors import PassThroughProcessor
+from instance.topology.refs import StreamRef
 from instance.topology.topology import source_topics
 from instance.topology.windows import JoinWindows
 from router.core.serdes import Serde
-
-if TYPE_CHECKING:
-    from instance.topology.builder import KStream
 
 Joiner = Callable[[Any, Any], Any]
 _TS = struct.Struct(">q")
@@ -255,17 +254,12 @@ class StreamStreamJoinProcessor(BaseProcessor):
 
 # -- building ---------------------------------------------------------------------------------------
 
-def stream_stream_join(left: KStream, right: Any, joiner: Joiner, windows: Any, kind: str,
-                       stream_joined: StreamJoined | None = None) -> KStream:
+def stream_stream_join(b: DslGraph, left: StreamRef, right: StreamRef, joiner: Joiner, windows: Any, kind: str,
+                       stream_joined: StreamJoined | None = None) -> StreamRef:
     """``kind``: "inner", "left" or "outer"."""
-    from instance.topology.builder import KStream, _insert_repartition
-
-    if not isinstance(right, KStream):
-        raise TopologyException(f"a stream-stream join needs a KStream to join with, not {type(right).__name__}")
     if not isinstance(windows, JoinWindows):
         raise TopologyException("a stream-stream join needs JoinWindows (e.g. "
                                 "JoinWindows.of_time_difference_and_grace(diff_ms, grace_ms))")
-    b = left._b
     sj = stream_joined or StreamJoined()
     ks = sj.key_serde or left.key_serde or right.key_serde or b.default_key_serde
     lvs = sj.value_serde or left.value_serde or b.default_value_serde
@@ -273,9 +267,9 @@ def stream_stream_join(left: KStream, right: Any, joiner: Joiner, windows: Any, 
     # co-partitioning: a side whose key changed is repartitioned first
     lnode, rnode = left.node, right.node
     if left.repartition_required:
-        lnode = _insert_repartition(b, lnode, f"{left.node}-left", ks, lvs, None)
+        lnode = b.insert_repartition(lnode, f"{left.node}-left", ks, lvs)
     if right.repartition_required:
-        rnode = _insert_repartition(b, rnode, f"{right.node}-right", ks, rvs, None)
+        rnode = b.insert_repartition(rnode, f"{right.node}-right", ks, rvs)
     topo = b.topology
     topo.add_copartition_group(source_topics(topo, lnode) | source_topics(topo, rnode))
 
@@ -311,4 +305,4 @@ def stream_stream_join(left: KStream, right: Any, joiner: Joiner, windows: Any, 
     if shared_store is not None:
         topo.add_state_store(StoreSpec(shared_store, OuterKeySerde(ks), SideValuesSerde(lvs, rvs),
                                        caching_enabled=False), join_this, join_other)
-    return KStream(b, merge, ks, None, repartition_required=False)
+    return StreamRef(merge, ks, None)

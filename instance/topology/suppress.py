@@ -24,7 +24,9 @@ from typing import Any
 from instance.errors import StreamsException, TopologyException
 from instance.state.change import Change
 from instance.state.spec import StoreSpec
+from instance.topology.graph import DslGraph
 from instance.topology.processor import BaseProcessor, ProcessorContext
+from instance.topology.refs import TableRef
 from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindows
 from router.core.serdes import Serde
 
@@ -195,23 +197,23 @@ class SuppressProcessor(BaseProcessor):
                 self._ctx.forward(key, Change(entry[2], None), entry[1])
 
 
-def suppress(table: Any, suppressed: Suppressed) -> Any:
-    """Add the suppress node and its buffer store after ``table``; returns the suppressed KTable."""
-    from instance.topology.builder import KTable
-
+def suppress(b: DslGraph, table: TableRef, suppressed: Suppressed) -> TableRef:
+    """Add the suppress node and its buffer store after ``table``; returns the suppressed table."""
     if not isinstance(suppressed, Suppressed):
         raise TopologyException("suppress() takes Suppressed.until_window_closes(...) or "
                                 "Suppressed.until_time_limit(...)")
     delay = suppressed.time_limit_ms
     if suppressed.final_results:
-        windows = getattr(table, "windows", None)
+        windows = table.windows
         if windows is None:
             raise TopologyException("Suppressed.until_window_closes needs a windowed KTable "
                                     "(the result of windowed_by(...).count/reduce/aggregate)")
         delay = window_close_delay(windows)
-    b = table._b
     node = suppressed.name or b.new_name("KTABLE-SUPPRESS-")
     store = f"{node}-store" if suppressed.name else b.new_name("KTABLE-SUPPRESS-STATE-STORE-")
+    # the result reads the suppressed table's store (a materialized table has both serdes)
+    if table.store is None or table.key_serde is None or table.value_serde is None:
+        raise TopologyException(f"table {node}: an unmaterialized table needs a value getter")
     b.topology.add_processor(node, lambda: SuppressProcessor(store, suppressed, delay), table.node)
     b.topology.add_state_store(buffer_spec(store, table.key_serde, table.value_serde), node)
-    return KTable(b, node, table.queryable_store_name, table.key_serde, table.value_serde)
+    return TableRef.materialized(node, table.store, table.key_serde, table.value_serde)

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from instance.errors import TopologyException
 from instance.topology import table_processors as TP
-from instance.topology.ktable import KTable
+from instance.topology.graph import DslGraph
+from instance.topology.ktable import materialize
 from instance.topology.materialized import MaterializedArg, materialized_of
 from instance.topology.processors import OldValues
+from instance.topology.refs import StreamRef, TableRef
 from instance.topology.topology import source_topics
 from instance.topology.versioned import VersionedStreamTableJoinProcessor, buffer_spec, check_grace
 from router.core.serdes import Serde
-
-if TYPE_CHECKING:
-    from instance.topology.builder import KStream
 
 
 @dataclass(frozen=True)
@@ -62,16 +60,11 @@ _NAMES = {TP.INNER: ("KTABLE-JOINTHIS-", "KTABLE-JOINOTHER-"),
 _OTHER_MODE = {TP.INNER: TP.INNER, TP.LEFT: TP.RIGHT_OF_LEFT, TP.OUTER: TP.OUTER}
 
 
-def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], Any], mode: str,
-                     materialized: MaterializedArg = None, name: str | None = None) -> KTable:
+def table_table_join(b: DslGraph, left: TableRef, right: TableRef, joiner: Callable[[Any, Any], Any], mode: str,
+                     materialized: MaterializedArg = None, name: str | None = None) -> TableRef:
     """Each side's changes are joined with the other side's current value; both meet in a merge
     node (materialized if asked). Old values: the left side sends them for a left join, both for
     an outer join (so deleting an unmatched row deletes the result), as Kafka Streams does."""
-    if not isinstance(right, KTable):
-        raise TopologyException(f"a table can only be joined with a KTable, got {type(right).__name__}")
-    b = left._b
-    if right._b is not b:
-        raise TopologyException("both tables of a join must come from the same StreamsBuilder")
     if mode in (TP.LEFT, TP.OUTER):
         left.enable_send_old_values()
     if mode == TP.OUTER:
@@ -80,46 +73,41 @@ def table_table_join(left: KTable, right: KTable, joiner: Callable[[Any, Any], A
     this_node = f"{name}-join-this" if name else b.new_name(this_prefix)
     other_node = f"{name}-join-other" if name else b.new_name(other_prefix)
     merge_node = name or b.new_name("KTABLE-MERGE-")
-    spec = None if materialized is None else left.materialize(materialized_of(materialized),
-                                                               "KTABLE-MERGE-", None)
+    spec = None if materialized is None else materialize(b, left, materialized_of(materialized),
+                                                         "KTABLE-MERGE-", None)
     store = None if spec is None else spec.name
     flag = OldValues()
     # a materialized result takes old values from its store: the join sides never compute them
     sides = OldValues() if store is not None else flag
-    get_left, get_right = left._getter, right._getter
+    get_left, get_right = left.getter, right.getter
     other_mode = _OTHER_MODE[mode]
     topo = b.topology
     topo.add_processor(this_node, lambda: TP.TableTableJoinProcessor(mode, True, joiner, get_right, sides),
                        left.node)
     topo.add_processor(other_node, lambda: TP.TableTableJoinProcessor(other_mode, False, joiner, get_left,
                                                                       sides), right.node)
-    right.connect_getter(this_node)
-    left.connect_getter(other_node)
+    right.connect_getter(topo, this_node)
+    left.connect_getter(topo, other_node)
     topo.add_processor(merge_node, lambda: TP.TableJoinMergeProcessor(store, flag), this_node, other_node)
-    topo.add_copartition_group(left.source_topics() | right.source_topics())
+    topo.add_copartition_group(source_topics(topo, left.node) | source_topics(topo, right.node))
     if spec is not None:
         topo.add_state_store(spec, merge_node)
-        return KTable(b, merge_node, spec.name, spec.key_serde, spec.value_serde, old_values=flag)
-    return KTable(b, merge_node, None, left.key_serde, None, old_values=flag,
-                  getter=TP.join_getter(mode, joiner, get_left, get_right),
-                  getter_stores=left._getter_stores + right._getter_stores, upstream=(left, right))
+        return TableRef.materialized(merge_node, spec.name, spec.key_serde, spec.value_serde, flag)
+    return TableRef(merge_node, None, left.key_serde, None, flag, TP.join_getter(mode, joiner, get_left, get_right),
+                    left.getter_stores + right.getter_stores, (left, right))
 
 
-def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any], Any],
-                      joined: Joined | None = None, *, left: bool) -> KStream:
+def stream_table_join(b: DslGraph, stream: StreamRef, table: TableRef, joiner: Callable[[Any, Any], Any],
+                      joined: Joined | None = None, *, left: bool) -> StreamRef:
     """Each stream record is joined with the table's value for its key as of now."""
-    from instance.topology.builder import KStream
-    b = stream._b
-    if table._b is not b:
-        raise TopologyException("the stream and the table of a join must come from the same StreamsBuilder")
     j = joined or Joined()
     if stream.repartition_required:  # a key-changing operation came before: co-partition first
-        stream = stream.repartition(name=f"{j.name}-left" if j.name else stream.node,
-                                    key_serde=j.key_serde, value_serde=j.value_serde)
+        stream = b.repartition(stream, name=f"{j.name}-left" if j.name else stream.node,
+                               key_serde=j.key_serde, value_serde=j.value_serde)
     check_grace(j.grace_period_ms, table.history_retention_ms)
     node = j.name or b.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
     getter = table.value_getter()
-    retention, store = table.history_retention_ms, table.queryable_store_name
+    retention, store = table.history_retention_ms, table.store
     if retention is not None and store is not None:  # a versioned table: as of the record's time
         grace = j.grace_period_ms or 0
         buffer = f"{node}-grace-buffer" if grace > 0 else None
@@ -131,17 +119,7 @@ def stream_table_join(stream: KStream, table: KTable, joiner: Callable[[Any, Any
             b.topology.add_state_store(buffer_spec(buffer), node)
     else:
         b.topology.add_processor(node, lambda: TP.StreamTableJoinProcessor(getter, joiner, left), stream.node)
-    table.connect_getter(node)
-    b.topology.add_copartition_group(source_topics(b.topology, stream.node) | table.source_topics())
-    return KStream(b, node, stream.key_serde, None, repartition_required=False)
+    table.connect_getter(b.topology, node)
+    b.topology.add_copartition_group(source_topics(b.topology, stream.node) | source_topics(b.topology, table.node))
+    return StreamRef(node, stream.key_serde, None)
 
-
-def stream_join(stream: KStream, other: Any, *args: Any, left: bool, **kwargs: Any) -> KStream:
-    """``KStream.join / left_join``, by the type of ``other``: ``(table, joiner[, joined])`` or
-    ``(global_table, key_selector, joiner)``."""
-    from instance.topology.global_table import GlobalKTable, stream_global_join
-    if isinstance(other, KTable):
-        return stream_table_join(stream, other, *args, left=left, **kwargs)
-    if isinstance(other, GlobalKTable):
-        return stream_global_join(stream, other, *args, left=left, **kwargs)
-    raise TopologyException(f"cannot join a KStream with {type(other).__name__} here")
