@@ -12,7 +12,7 @@ after it inserts a repartition topic, which is where the topology splits into su
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from instance.errors import TopologyException
 from instance.topology import cogroup as CG
@@ -28,13 +28,26 @@ from instance.topology.global_table import GlobalKTable, stream_global_join
 from instance.topology.graph import DslGraph
 from instance.topology.materialized import MaterializedArg
 from instance.topology.options import Grouped, Produced, serdes_of
-from instance.topology.processors import OldValues
-from instance.topology.refs import GroupedRef, StreamRef, TableRef
+from instance.topology.refs import GroupedRef, NodeRef, StreamRef, TableRef
 from instance.topology.suppress import suppress
 from instance.topology.topology import source_topics
 from instance.topology.window_aggregate import Aggregator, Initializer, Merger
 from instance.topology.windows import EmitStrategy
 from router.core.serdes import Serde
+
+R = TypeVar("R", bound=NodeRef)
+
+
+class _Handle(Generic[R]):
+    """What every handle holds: its builder and the plain value of its node (``ref``), whose node
+    name and serdes it shows."""
+
+    def __init__(self, builder: DslGraph, ref: R) -> None:
+        self._b = builder
+        self.ref = ref
+        self.node = ref.node
+        self.key_serde = ref.key_serde
+        self.value_serde = ref.value_serde
 
 
 def _grouped(grouped: Grouped | None, key_serde: Any, value_serde: Serde | None
@@ -45,28 +58,12 @@ def _grouped(grouped: Grouped | None, key_serde: Any, value_serde: Serde | None
     return g, ks or g.key_serde, vs or g.value_serde
 
 
-class KStream:
+class KStream(_Handle[StreamRef]):
     """A record stream. Every operation adds one node and returns a new KStream."""
 
     def __init__(self, builder: DslGraph, ref: StreamRef) -> None:
-        self._b = builder
-        self.ref = ref
-
-    @property
-    def node(self) -> str:
-        return self.ref.node
-
-    @property
-    def key_serde(self) -> Serde | None:
-        return self.ref.key_serde
-
-    @property
-    def value_serde(self) -> Serde | None:
-        return self.ref.value_serde
-
-    @property
-    def repartition_required(self) -> bool:
-        return self.ref.repartition_required
+        super().__init__(builder, ref)
+        self.repartition_required = ref.repartition_required
 
     def _add(self, prefix: str, supplier: Callable[[], Any], *, key_changed: bool = False,
              value_changed: bool = False, name: str | None = None) -> KStream:
@@ -234,33 +231,14 @@ class BranchedKStream:
         return out
 
 
-class KGroupedStream:
+class KGroupedStream(_Handle[GroupedRef]):
     """A grouped stream: ``count``, ``reduce``, ``aggregate`` into a queryable store."""
 
     def __init__(self, builder: DslGraph, ref: GroupedRef) -> None:
-        self._b = builder
-        self.ref = ref
-
-    @property
-    def node(self) -> str:
-        return self.ref.node
-
-    @property
-    def key_serde(self) -> Serde:
-        return self.ref.key_serde
-
-    @property
-    def value_serde(self) -> Serde:
-        return self.ref.value_serde
-
-    @property
-    def repartition_required(self) -> bool:
-        return self.ref.repartition_required
-
-    @property
-    def repartition_name(self) -> str | None:
-        """``Grouped``'s name: the repartition topic is ``<name>-repartition`` (else the store's)."""
-        return self.ref.repartition_name
+        super().__init__(builder, ref)
+        self.repartition_required = ref.repartition_required
+        #: ``Grouped``'s name: the repartition topic is ``<name>-repartition`` (else the store's)
+        self.repartition_name = ref.repartition_name
 
     def count(self, materialized: MaterializedArg = None) -> KTable:
         return KTable(self._b, SA.count(self._b, self.ref, materialized))
@@ -395,43 +373,18 @@ class CogroupedWindowedKStream:
                                                      merger, cogrouped=True))
 
 
-class KTable:
+class KTable(_Handle[TableRef]):
     """A changelog stream; ``queryable_store_name`` is None for an unmaterialized table (computed
     from its parents on lookup)."""
 
     def __init__(self, builder: DslGraph, ref: TableRef) -> None:
-        self._b = builder
-        self.ref = ref
-
-    @property
-    def node(self) -> str:
-        return self.ref.node
-
-    @property
-    def queryable_store_name(self) -> str | None:
-        return self.ref.store
-
-    @property
-    def key_serde(self) -> Serde | None:
-        return self.ref.key_serde
-
-    @property
-    def value_serde(self) -> Serde | None:
-        return self.ref.value_serde
-
-    @property
-    def old_values(self) -> OldValues:
-        return self.ref.old_values
-
-    @property
-    def history_retention_ms(self) -> int | None:
-        """A versioned source table: its store's history retention (lookups as of a timestamp)."""
-        return self.ref.history_retention_ms
-
-    @property
-    def windows(self) -> Any:
-        """A windowed aggregation's windows, else None."""
-        return self.ref.windows
+        super().__init__(builder, ref)
+        self.queryable_store_name = ref.store
+        self.old_values = ref.old_values
+        #: a versioned source table: its store's history retention (lookups as of a timestamp)
+        self.history_retention_ms = ref.history_retention_ms
+        #: a windowed aggregation's windows (else None)
+        self.windows = ref.windows
 
     def enable_send_old_values(self) -> None:
         self.ref.enable_send_old_values()
@@ -524,30 +477,14 @@ class KTable:
             raise TopologyException("both tables of a join must come from the same StreamsBuilder")
 
 
-class KGroupedTable:
+class KGroupedTable(_Handle[GroupedRef]):
     """A re-grouped table: ``aggregate(initializer, adder, subtractor)``, ``reduce(adder,
     subtractor)``, ``count()``, each exact because the old value travels with the new one."""
 
     def __init__(self, builder: DslGraph, ref: GroupedRef) -> None:
-        self._b = builder
-        self.ref = ref
-
-    @property
-    def node(self) -> str:
-        return self.ref.node
-
-    @property
-    def key_serde(self) -> Serde:
-        return self.ref.key_serde
-
-    @property
-    def value_serde(self) -> Serde:
-        return self.ref.value_serde
-
-    @property
-    def repartition_name(self) -> str | None:
-        """``Grouped``'s name: the repartition topic is ``<name>-repartition`` (else the store's)."""
-        return self.ref.repartition_name
+        super().__init__(builder, ref)
+        #: ``Grouped``'s name: the repartition topic is ``<name>-repartition`` (else the store's)
+        self.repartition_name = ref.repartition_name
 
     def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
                   subtractor: Callable[[Any, Any, Any], Any], materialized: MaterializedArg = None) -> KTable:

@@ -5,11 +5,25 @@ them. So the functions sit below the handles and the DSL has no import cycle."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from instance.topology import table_processors as TP
 from instance.topology.processors import OldValues
 from instance.topology.topology import Topology
 from router.core.serdes import Serde
+
+
+class NodeRef(Protocol):
+    """What every ref has: the node the next operation attaches to, and its serdes."""
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def key_serde(self) -> Serde | None: ...
+
+    @property
+    def value_serde(self) -> Serde | None: ...
 
 
 @dataclass(frozen=True)

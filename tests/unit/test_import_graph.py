@@ -21,12 +21,9 @@ PACKAGES = ("instance", "router", "analytics", "examples", "loadtest", "devtools
 #: them and then requires no cycle at all; entries go, none come.
 ALLOWED_EDGES: frozenset[tuple[str, str]] = frozenset({
 })
-#: Packages whose modules may import one another in a ring: the DSL, where KStream, KTable and the
-#: grouped, windowed and cogrouped streams return one another (as Kafka Streams' interfaces do),
-#: through lazy imports. Kept by issue 19: typed return values name each other's classes, so only
-#: one module for all of them or Protocols in the public signatures would remove the ring; what the
-#: modules share without returning it (Materialized) is outside it, in instance.topology.materialized.
-RING_PACKAGES: tuple[str, ...] = ("instance.topology",)
+#: No package is exempt, the DSL included: its handles (KStream, KTable, the grouped, windowed and
+#: cogrouped streams), which return one another as Kafka Streams' interfaces do, are one module
+#: (instance.topology.dsl) above the functions that build the graph, which return plain values.
 
 
 @dataclass(frozen=True)
@@ -174,13 +171,9 @@ def test_the_graph_sees_imports() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def _in_ring_package(component: frozenset[str]) -> bool:
-    return any(all(m.startswith(f"{p}.") for m in component) for p in RING_PACKAGES)
-
-
 def test_no_import_cycles() -> None:
     edges = {a: {b for b in targets if (a, b) not in ALLOWED_EDGES} for a, targets in graph().items()}
-    found = [c for c in cycles(edges) if not _in_ring_package(c)]
+    found = cycles(edges)
     assert not found, "import cycles:\n" + "\n".join(describe(c, edges) for c in found)
 
 
