@@ -82,6 +82,10 @@ class StreamsConfig:
     #: zero (0), also for this long for a caught-up one (> 0), or never (-1)
     max_task_idle_ms: int = field(default=0, metadata={"name": "max.task.idle.ms"})
     in_memory_stores: bool = field(default=False, metadata={"name": "iqmesh.in.memory.stores"})
+    #: how long ``iqmesh run`` gives its threads, after SIGTERM, to commit and leave before it exits
+    #: anyway (Kafka Streams' close(Duration)): below a pod's terminationGracePeriodSeconds, so a
+    #: broker that does not answer costs redone work, not a SIGKILL
+    shutdown_timeout_ms: int = field(default=60_000, metadata={"name": "iqmesh.shutdown.timeout.ms"})
     #: announce membership changes so peers commit first, remove dead members, fence zombie
     #: producers (instance/runtime/membership.py): ``auto`` (on for the dev broker, off for Apache
     #: Kafka, runtime/broker_kind.py), ``true`` or ``false``
@@ -121,6 +125,8 @@ class StreamsConfig:
             problems.append("num.stream.threads must be >= 1")
         if self.num_standby_replicas < 0:
             problems.append("num.standby.replicas must be >= 0")
+        if self.shutdown_timeout_ms <= 0:
+            problems.append(f"iqmesh.shutdown.timeout.ms must be more than 0, got {self.shutdown_timeout_ms}")
         problems.extend(_handler_problems(self))
         if self.max_task_idle_ms < -1:
             problems.append("max.task.idle.ms must be -1 (never wait), 0 or a positive number of ms")

@@ -65,7 +65,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     while not done.wait(1.0):
         server.set_live(streams.is_live())
     failed = streams.state is State.ERROR
-    streams.close()
+    if not streams.close(config.shutdown_timeout_ms / 1000):
+        print(f"[{config.instance_id}] stopped after iqmesh.shutdown.timeout.ms={config.shutdown_timeout_ms} "
+              "with its threads still closing: what they had not committed is redone by the next owner",
+              flush=True)
     server.stop()
     if metrics_server is not None:
         metrics_server.stop()

@@ -242,7 +242,7 @@ class KafkaStreams:
                 self.global_thread = None
             self._sm.set(final)
             if self._metadata is not None:
-                self._metadata.stop(final=self.instance_info())
+                self._metadata.stop(final=self.instance_info(), timeout=max(1.0, deadline - time.monotonic()))
                 self._metadata = None
             return ok
 

@@ -66,11 +66,11 @@ class MetadataService(threading.Thread):
         """Ask for an immediate publication (state or assignment changed)."""
         self._wake.set()
 
-    def publish(self, info: InstanceInfo | None = None) -> None:
+    def publish(self, info: InstanceInfo | None = None, flush_s: float = 5.0) -> None:
         info = info or self._snapshot()
         self.view.update(info)
         self._producer.produce(self.topic, info.to_json(), info.instance_id.encode())
-        self._producer.flush(5)
+        self._producer.flush(flush_s)
 
     def publish_tombstone(self, instance_id: str) -> None:
         """Drop another instance from every view (it was removed from the group as dead)."""
@@ -104,15 +104,18 @@ class MetadataService(threading.Thread):
                 log.exception("reading instance metadata failed")
             self._wake.wait(min(FOLLOWER_PAUSE_S, max(0.0, next_beat - time.monotonic())))
 
-    def stop(self, final: InstanceInfo | None = None) -> None:
+    def stop(self, final: InstanceInfo | None = None, timeout: float = 20.0) -> None:
+        """Stop following and publishing, publish ``final`` last; within about ``timeout`` even
+        when the broker does not answer (a pod's grace period is running)."""
+        deadline = time.monotonic() + timeout
         self._stopping.set()
         self._wake.set()
         if self.is_alive():
-            self.join(10)
+            self.join(min(10.0, timeout))
         if final is not None:
             try:
-                self.publish(final)
+                self.publish(final, flush_s=max(0.5, min(5.0, deadline - time.monotonic())))
             except Exception:
                 log.exception("publishing final instance metadata failed")
         self._follower.close()
-        self._producer.flush(5)
+        self._producer.flush(max(0.5, min(5.0, deadline - time.monotonic())))

@@ -189,6 +189,9 @@ def test_run_parses_what_the_statefulset_passes(renderings: dict[str, Rendered],
     # static membership outlives a pod restart: the grace period plus 30 s to start again
     grace = pod_template(s)["spec"]["terminationGracePeriodSeconds"]
     assert config.session_timeout_ms >= grace * 1000 + 30_000
+    # SIGTERM: the instance exits within its grace period even if the broker does not answer (the
+    # close gives up after iqmesh.shutdown.timeout.ms; then up to about 6 s of final metadata)
+    assert config.shutdown_timeout_ms + 10_000 <= grace * 1000
     if name != "dev":
         assert config.security.server_tls and config.num_standby_replicas >= 1
     # the application the image runs ships in the wheel
