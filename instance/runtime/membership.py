@@ -37,6 +37,10 @@ off for Apache Kafka, which needs none of it; runtime/broker_kind.py tells them 
   ``tests/conformance/test_broker_restart.py``). So once librdkafka reports the broker gone, the
   producer drops what it holds and every later record, its transaction counts as aborted and the
   thread starts over with a new producer (runtime/collector.py, ``abandon_when_brokers_down``).
+  At-least-once producers are dropped the same way: a member whose session expires in the outage
+  would otherwise deliver what it held once the broker is back, after the member that took its
+  tasks restored them and wrote newer counts, and whoever restores them next would read the older
+  ones as the latest (seen in CI: a restored count lost half its input).
 """
 
 from __future__ import annotations
@@ -143,7 +147,7 @@ class MembershipCoordinator:
 
     @property
     def abandons_producers_on_outage(self) -> bool:
-        """Whether a transactional producer is dropped once every broker went away (module doc)."""
+        """Whether a producer is dropped once every broker went away (module doc)."""
         return self.enabled
 
     # -- announcer side ---------------------------------------------------------------------------

@@ -208,7 +208,7 @@ class StreamThread(threading.Thread):
     def _make_collector(self) -> RecordCollector:
         config = self.config
         tid = transactional_id(config.application_id, config.instance_id, self.index) if config.eos else None
-        abandon = tid is not None and self._membership is not None and self._membership.abandons_producers_on_outage
+        abandon = self._membership is not None and self._membership.abandons_producers_on_outage
         collector = RecordCollector(producer_config(config, f"{self.client_id}-producer", transactional_id=tid),
                                     abandon_when_brokers_down=abandon)
         collector.on_delivery_error = self.errors.delivery_failed
