@@ -48,23 +48,26 @@ class StreamsConfig:
     client_id: str = field(default="", metadata={"name": "client.id"})
     group_instance_id: str = field(default="", metadata={"name": "group.instance.id"})
     state_dir: str = field(default="/tmp/iqmesh", metadata={"name": "state.dir"})
-    num_stream_threads: int = field(default=1, metadata={"name": "num.stream.threads"})
-    num_standby_replicas: int = field(default=0, metadata={"name": "num.standby.replicas"})
-    commit_interval_ms: int = field(default=-1, metadata={"name": "commit.interval.ms"})
+    num_stream_threads: int = field(default=1, metadata={"name": "num.stream.threads", "min": 1})
+    num_standby_replicas: int = field(default=0, metadata={"name": "num.standby.replicas", "min": 0})
+    #: None: Kafka Streams' default for the guarantee (effective_commit_interval_ms)
+    commit_interval_ms: int | None = field(default=None, metadata={"name": "commit.interval.ms", "min": 0})
     processing_guarantee: str = field(default=AT_LEAST_ONCE, metadata={"name": "processing.guarantee"})
     statestore_cache_max_bytes: int = field(
-        default=10 * 1024 * 1024, metadata={"name": "statestore.cache.max.bytes"})
-    replication_factor: int = field(default=1, metadata={"name": "replication.factor"})
-    max_poll_records: int = field(default=2000, metadata={"name": "max.poll.records"})
-    restore_max_poll_records: int = field(default=10_000, metadata={"name": "restore.consumer.max.poll.records"})
-    poll_ms: int = field(default=100, metadata={"name": "poll.ms"})
-    idle_backoff_ms: int = field(default=20, metadata={"name": "iqmesh.idle.backoff.ms"})
-    session_timeout_ms: int = field(default=10_000, metadata={"name": "session.timeout.ms"})
-    state_cleanup_delay_ms: int = field(default=600_000, metadata={"name": "state.cleanup.delay.ms"})
-    max_poll_interval_ms: int = field(default=300_000, metadata={"name": "max.poll.interval.ms"})
-    heartbeat_interval_ms: int = field(default=1000, metadata={"name": "iqmesh.heartbeat.interval.ms"})
+        default=10 * 1024 * 1024, metadata={"name": "statestore.cache.max.bytes", "min": 0})
+    #: -1: the broker's default.replication.factor
+    replication_factor: int = field(default=1, metadata={"name": "replication.factor", "min": -1})
+    max_poll_records: int = field(default=2000, metadata={"name": "max.poll.records", "min": 1})
+    restore_max_poll_records: int = field(default=10_000, metadata={"name": "restore.consumer.max.poll.records",
+                                                                     "min": 1})
+    poll_ms: int = field(default=100, metadata={"name": "poll.ms", "min": 1})
+    idle_backoff_ms: int = field(default=20, metadata={"name": "iqmesh.idle.backoff.ms", "min": 0})
+    session_timeout_ms: int = field(default=10_000, metadata={"name": "session.timeout.ms", "min": 1})
+    state_cleanup_delay_ms: int = field(default=600_000, metadata={"name": "state.cleanup.delay.ms", "min": 0})
+    max_poll_interval_ms: int = field(default=300_000, metadata={"name": "max.poll.interval.ms", "min": 1})
+    heartbeat_interval_ms: int = field(default=1000, metadata={"name": "iqmesh.heartbeat.interval.ms", "min": 1})
     #: how long a commit waits for a broker that does not answer before the thread fails (KIP-572)
-    task_timeout_ms: int = field(default=300_000, metadata={"name": "task.timeout.ms"})
+    task_timeout_ms: int = field(default=300_000, metadata={"name": "task.timeout.ms", "min": 1})
     #: exception handlers and timestamp extractor: short names, Kafka Streams' class names, or
     #: ``module:attribute`` (instance/runtime/handlers.py, timestamps.py)
     default_deserialization_exception_handler: str = field(
@@ -80,12 +83,12 @@ class StreamsConfig:
     auto_offset_reset: str = field(default="earliest", metadata={"name": "auto.offset.reset"})
     #: KIP-695: a task with several inputs waits for an empty input whose lag is unknown or above
     #: zero (0), also for this long for a caught-up one (> 0), or never (-1)
-    max_task_idle_ms: int = field(default=0, metadata={"name": "max.task.idle.ms"})
+    max_task_idle_ms: int = field(default=0, metadata={"name": "max.task.idle.ms", "min": -1})
     in_memory_stores: bool = field(default=False, metadata={"name": "iqmesh.in.memory.stores"})
     #: how long ``iqmesh run`` gives its threads, after SIGTERM, to commit and leave before it exits
     #: anyway (Kafka Streams' close(Duration)): below a pod's terminationGracePeriodSeconds, so a
     #: broker that does not answer costs redone work, not a SIGKILL
-    shutdown_timeout_ms: int = field(default=60_000, metadata={"name": "iqmesh.shutdown.timeout.ms"})
+    shutdown_timeout_ms: int = field(default=60_000, metadata={"name": "iqmesh.shutdown.timeout.ms", "min": 1})
     #: announce membership changes so peers commit first, remove dead members, fence zombie
     #: producers (instance/runtime/membership.py): ``auto`` (on for the dev broker, off for Apache
     #: Kafka, runtime/broker_kind.py), ``true`` or ``false``
@@ -104,32 +107,27 @@ class StreamsConfig:
     listen_host_setting: str = field(default="", metadata={"name": LISTEN_HOST})
     #: Kafka Streams' metrics settings (instance/runtime/metrics.py): DEBUG adds store latencies
     metrics_recording_level: str = field(default="INFO", metadata={"name": "metrics.recording.level"})
-    metrics_sample_window_ms: int = field(default=30_000, metadata={"name": "metrics.sample.window.ms"})
-    metrics_num_samples: int = field(default=2, metadata={"name": "metrics.num.samples"})
+    metrics_sample_window_ms: int = field(default=30_000, metadata={"name": "metrics.sample.window.ms", "min": 1})
+    metrics_num_samples: int = field(default=2, metadata={"name": "metrics.num.samples", "min": 2})
     #: the instance's Prometheus ``/metrics`` HTTP port (0: none), on ``listen_host``
-    metrics_port: int = field(default=0, metadata={"name": "iqmesh.metrics.port"})
+    metrics_port: int = field(default=0, metadata={"name": "iqmesh.metrics.port", "min": 0, "max": 65535})
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
+        problems: list[str] = list(_range_problems(self))
         if not self.application_id or not _APP_ID.match(self.application_id):
             problems.append("application.id must be set to letters, digits, '.', '_' or '-'")
         if not self.bootstrap_servers:
             problems.append("bootstrap.servers must be set, e.g. 127.0.0.1:9092")
-        if self.application_server and not re.match(r"^[^:\s]+:\d{1,5}$", self.application_server):
-            problems.append(f"application.server must be host:port, got {self.application_server!r}")
+        if self.application_server and not _is_endpoint(self.application_server):
+            problems.append(f"application.server must be host:port with a port from 1 to 65535, "
+                            f"got {self.application_server!r}")
+        if self.replication_factor == 0:
+            problems.append("replication.factor must be -1 (the broker's default) or at least 1, got 0")
         if self.processing_guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE_V2):
             problems.append(f"processing.guarantee must be {AT_LEAST_ONCE} or {EXACTLY_ONCE_V2}, "
                             f"got {self.processing_guarantee!r}")
-        if self.num_stream_threads < 1:
-            problems.append("num.stream.threads must be >= 1")
-        if self.num_standby_replicas < 0:
-            problems.append("num.standby.replicas must be >= 0")
-        if self.shutdown_timeout_ms <= 0:
-            problems.append(f"iqmesh.shutdown.timeout.ms must be more than 0, got {self.shutdown_timeout_ms}")
         problems.extend(_handler_problems(self))
-        if self.max_task_idle_ms < -1:
-            problems.append("max.task.idle.ms must be -1 (never wait), 0 or a positive number of ms")
         if self.membership_assist not in ("auto", "true", "false"):
             problems.append(f"iqmesh.membership.assist must be auto, true or false, got {self.membership_assist!r}")
         if self.leave_group_on_close not in ("auto", "true", "false"):
@@ -139,16 +137,8 @@ class StreamsConfig:
         if self.metrics_recording_level.upper() not in ("INFO", "DEBUG", "TRACE"):
             problems.append("metrics.recording.level must be INFO, DEBUG or TRACE, "
                             f"got {self.metrics_recording_level!r}")
-        if not 0 <= self.metrics_port <= 65535:
-            problems.append("iqmesh.metrics.port must be a port number (0: no metrics endpoint)")
-        if self.metrics_num_samples < 2 or self.metrics_sample_window_ms <= 0:
-            problems.append("metrics.num.samples must be >= 2 and metrics.sample.window.ms positive")
         if self.auto_offset_reset not in ("earliest", "latest"):
             problems.append("auto.offset.reset must be earliest or latest")
-        for name in ("max_poll_records", "restore_max_poll_records", "poll_ms", "session_timeout_ms",
-                     "heartbeat_interval_ms", "max_poll_interval_ms", "task_timeout_ms"):
-            if getattr(self, name) <= 0:
-                problems.append(f"{_NAMES_BY_FIELD[name]} must be positive")
         try:
             self.security  # noqa: B018 - validates the files and the token
         except ValueError as e:
@@ -183,7 +173,7 @@ class StreamsConfig:
     @property
     def effective_commit_interval_ms(self) -> int:
         """Kafka Streams' default: 30 s at-least-once, 100 ms under exactly-once."""
-        if self.commit_interval_ms >= 0:
+        if self.commit_interval_ms is not None:
             return self.commit_interval_ms
         return 100 if self.eos else 30_000
 
@@ -222,13 +212,33 @@ class StreamsConfig:
 
     def to_properties(self) -> dict[str, Any]:
         out = {f.metadata["name"]: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.metadata["name"]}
+               if f.metadata["name"] and getattr(self, f.name) is not None}
         out.update(self.extra)
         return out
 
     def client_config(self, kind: ClientKind, **ours: Any) -> dict[str, Any]:
         """The configuration of one of this instance's Kafka clients (instance/kafka_clients.py)."""
         return client_config(self.bootstrap_servers, self.extra, kind, **ours)
+
+
+def _is_endpoint(text: str) -> bool:
+    m = re.match(r"^[^:\s]+:(\d{1,5})$", text)
+    return m is not None and 1 <= int(m.group(1)) <= 65535
+
+
+def _range_problems(config: StreamsConfig) -> list[str]:
+    """Every number outside the range its field declares (``min``/``max`` in its metadata)."""
+    problems = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        low, high = f.metadata.get("min"), f.metadata.get("max")
+        if value is None or (low is None and high is None):
+            continue
+        if (low is not None and value < low) or (high is not None and value > high):
+            want = (f"from {low} to {high}" if low is not None and high is not None
+                    else f"at least {low}" if low is not None else f"at most {high}")
+            problems.append(f"{f.metadata['name']} must be {want}, got {value}")
+    return problems
 
 
 def _handler_problems(config: StreamsConfig) -> list[str]:
@@ -253,7 +263,7 @@ def _coerce(f: dataclasses.Field[Any], raw: Any) -> Any:
         return text if text == "auto" else str(_bool(raw)).lower()
     if f.name == "group_protocol":
         return str(raw).strip().lower()
-    if f.type in ("int", int):
+    if f.type in ("int", int, "int | None"):
         return int(raw)
     if f.type in ("bool", bool):
         return _bool(raw)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from instance.cli.options import CommandFactory, HelpFormatter
+from instance.cli.options import CommandFactory, HelpFormatter, port_number
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -35,7 +35,7 @@ def add_parser(command: CommandFactory) -> None:
                          ("status", "say whether the broker of --data-dir runs (exit status 1 if not)")):
         a = actions.add_parser(action, help=what, description=what, formatter_class=HelpFormatter)
         if action == "start":
-            a.add_argument("--port", type=int, help="Kafka port on 127.0.0.1 (default: a free one; with "
+            a.add_argument("--port", type=port_number, help="Kafka port on 127.0.0.1 (default: a free one; with "
                            "--brokers 3, the first of three consecutive ports)")
             a.add_argument("--engine", choices=("dev", "kafka"), default="dev",
                            help="dev: noida-db from PyPI; kafka: Apache Kafka 4.x (KRaft), resolved once "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from instance.cli.options import CommandFactory
+from instance.cli.options import CommandFactory, port_number
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -23,6 +23,6 @@ def add_parser(command: CommandFactory) -> None:
     p.add_argument("--lines", type=int, default=2000, help="lines of sample text to count")
     p.add_argument("--exit-when-ready", action="store_true",
                    help="verify, print, stop what the demo started (default: keep running until Ctrl-C)")
-    p.add_argument("--gateway-port", type=int, default=8080, help="of the dashboard (a free one if taken)")
+    p.add_argument("--gateway-port", type=port_number, default=8080, help="of the dashboard (a free one if taken)")
     p.add_argument("--feed-rate", type=int, default=20, help="lines/s fed while the demo runs (0: none)")
     p.set_defaults(func=cmd_demo)

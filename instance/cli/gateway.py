@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from instance.cli.options import CommandFactory, add_config_args, build_properties, client_security
+from instance.cli.options import CommandFactory, add_config_args, build_properties, client_security, port_number
 from instance.errors import ConfigException
 
 
@@ -32,7 +32,7 @@ def add_parser(command: CommandFactory) -> None:
     p.add_argument("--application-id", help="with --bootstrap: the application whose instances to serve")
     p.add_argument("--seeds", help="or HOST:PORT,... of instances to ask (the others are learned from them)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8080, help="port to serve HTTP on")
+    p.add_argument("--port", type=port_number, default=8080, help="port to serve HTTP on")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call to an instance")
     add_config_args(p)
     p.set_defaults(func=cmd_gateway)

@@ -25,6 +25,17 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 (a free one, where the flag allows it) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {port}")
+    return port
+
+
 def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting by its Kafka Streams name, e.g. num.standby.replicas=1 (repeatable); "

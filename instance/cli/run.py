@@ -7,7 +7,7 @@ import argparse
 import signal
 import threading
 
-from instance.cli.options import CommandFactory, add_config_args, build_properties
+from instance.cli.options import CommandFactory, add_config_args, build_properties, port_number
 from instance.error_line import report_error
 from instance.errors import ConfigException
 
@@ -95,11 +95,11 @@ def add_run_parser(command: CommandFactory) -> None:
                    "(static membership is --config group.instance.id=NAME; default: application.server)")
     p.add_argument("--bootstrap", help="bootstrap.servers, HOST:PORT of the Kafka brokers (required here or "
                    "in --config/--config-file)")
-    p.add_argument("--grpc-port", type=int, help="port of the query server (application.server port; "
+    p.add_argument("--grpc-port", type=port_number, help="port of the query server (application.server port; "
                    "required unless application.server is set)")
     p.add_argument("--advertised-host", default="127.0.0.1", help="host part of application.server")
     p.add_argument("--state-dir", help="state.dir, where the RocksDB stores live (default: /tmp/iqmesh)")
-    p.add_argument("--metrics-port", type=int, help="iqmesh.metrics.port: serve Prometheus /metrics (Kafka "
+    p.add_argument("--metrics-port", type=port_number, help="iqmesh.metrics.port: serve Prometheus /metrics (Kafka "
                    "Streams' metrics) over HTTP on this port, where the query server listens (default: off)")
     add_config_args(p)
     p.set_defaults(func=cmd_run)

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from instance.kafka_clients import produce_when_room
 from instance.kafka_errors import is_topic_exists
 from instance.local.broker import free_port
+from instance.runtime.holds import HOLDS_ENV, Hold
 from router.core.kafka_log import client_logging
 from router.core.security import Security
 
@@ -117,9 +118,24 @@ class LocalCluster:
             for c in [*self.extra_config, *self.per_instance_config.get(inst.instance_id, [])]:
                 cmd += ["--config", c]
             log = open(inst.log_path, "ab")  # noqa: SIM115 - owned by the child process
-            inst.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", HOLDS_ENV: str(self._holds_dir(inst)), **self.env}
+            inst.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             log.close()
+
+    def _holds_dir(self, inst: Instance) -> Path:
+        return inst.state_dir.parent / "holds"
+
+    def hold(self, hold: Hold, which: Iterable[int] | None = None) -> None:
+        """Keep the instances (all, or ``which``) from taking the step ``hold`` until
+        :meth:`release` (instance/runtime/holds.py); may come before or after their start."""
+        for i in (range(len(self.instances)) if which is None else which):
+            d = self._holds_dir(self.instances[i])
+            d.mkdir(parents=True, exist_ok=True)
+            (d / hold.value).touch()
+
+    def release(self, hold: Hold, which: Iterable[int] | None = None) -> None:
+        for i in (range(len(self.instances)) if which is None else which):
+            (self._holds_dir(self.instances[i]) / hold.value).unlink(missing_ok=True)
 
     def signal(self, i: int, sig: int = signal.SIGTERM) -> None:
         p = self.instances[i].proc

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from instance.runtime.holds import Hold, held
 from instance.runtime.metrics import TaskMetrics
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.state_manager import ProcessorStateManager
@@ -201,6 +202,9 @@ class StoreChangelogReader:
         """Apply one batch to the restoring stores; returns the owners now fully restored."""
         if not self._restoring:
             return []
+        if held(Hold.RESTORE):
+            time.sleep(timeout)  # as long as an empty fetch would have taken: no busy loop
+            return []
         msgs = self._consumer.consume(num_messages=max_records, timeout=timeout)
         self._apply(msgs)
         if not msgs:
@@ -268,6 +272,9 @@ class StoreChangelogReader:
         """Apply what the standby partitions have; nothing while a restore runs."""
         if self._restoring or not self._parts:
             return 0
+        if held(Hold.STANDBY):
+            self._follow_ends()  # the lag a held standby reports grows with the active's writes
+            return 0
         if not self._idle.may_fetch():
             return 0
         consumer = self._consumer
@@ -275,10 +282,7 @@ class StoreChangelogReader:
         if self._held:
             self._release_held(now)
         n = self._apply(consumer.consume(num_messages=max_records, timeout=0))
-        for tp, part in self._parts.items():
-            _, high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
-            if high is not None and high >= 0:
-                part.end = int(high)
+        self._follow_ends()
         self._idle.fetched(n)
         if not n and self._idle.quiet:
             # caught up; transaction markers leave gaps, so take the consumer's own position
@@ -290,6 +294,14 @@ class StoreChangelogReader:
                     c.owner.state.advance(tp, tp_pos.offset)
             self._idle.pause()
         return n
+
+    def _follow_ends(self) -> None:
+        """Each standby partition's end offset, as librdkafka's fetches last saw it."""
+        consumer = self._consumer
+        for tp, part in self._parts.items():
+            _, high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+            if high is not None and high >= 0:
+                part.end = int(high)
 
     def _apply_standby(self, c: _Changelog, run: list[Any]) -> int:
         """Apply records in changelog order up to the first one the committed input offsets do

@@ -4,6 +4,7 @@ a metadata failure deep in start-up."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -40,8 +41,25 @@ class ConnectionErrors:
 
 
 def admin_client(conf: dict[str, Any]) -> tuple[AdminClient, ConnectionErrors]:
+    """The first client of a start-up: settings librdkafka refuses (a CA file that is not there, a
+    value out of range) are a ConfigException naming them."""
     errors = ConnectionErrors()
-    return AdminClient({**conf, "error_cb": errors}), errors  # type: ignore[dict-item]
+    try:
+        return AdminClient({**conf, "error_cb": errors}), errors  # type: ignore[dict-item]
+    except KafkaException as e:
+        err = kafka_error(e)
+        if err is None or err.code() != KafkaError._INVALID_ARG:
+            raise
+        raise refused_settings(conf, err) from None
+
+
+def refused_settings(conf: dict[str, Any], err: KafkaError) -> ConfigException:
+    """What to say of client settings librdkafka refused to create a client with."""
+    missing = [f"{k}={v}" for k, v in conf.items()
+               if k.endswith(".location") and isinstance(v, str) and v and not os.path.exists(v)]
+    if missing:
+        return ConfigException(f"{missing[0]}: no such file (give the path of a PEM file)")
+    return ConfigException(f"the Kafka client settings are refused: {err.str()}")
 
 
 def check_reachable(admin: AdminClient, bootstrap: str, timeout: float = REACH_TIMEOUT_S,

@@ -9,6 +9,7 @@ from typing import Any
 
 from instance.runtime import changelog_reader
 from instance.runtime.changelog_reader import StoreChangelogReader
+from instance.runtime.holds import HOLDS_ENV, Hold
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.state.checkpoint import write_checkpoint
 from instance.state.spec import StoreSpec
@@ -218,3 +219,31 @@ def test_unregister_forgets_the_owner_and_reassigns() -> None:
     reader.close()
     reader.unregister(standby)  # after close: only forgotten
     assert reader.progress(standby) == {}
+
+
+def test_held_restores_and_standbys_apply_nothing_until_released(monkeypatch: Any, tmp_path: Path) -> None:
+    """Hold.RESTORE / Hold.STANDBY (runtime/holds.py): the step is skipped while the hold's file
+    exists, and taken again once it is gone; a held standby still sees its end offset move."""
+    monkeypatch.setenv(HOLDS_ENV, str(tmp_path))
+    c = FakeConsumer()
+    for i in range(3):
+        c.append(_tp(0), f"k{i}", str(i))
+    c.append(_tp(1), "a", "1")
+    reader = StoreChangelogReader({}, consumer=c)
+    restoring, standby = _owner(0, active=True), _owner(1, active=False)
+    (tmp_path / Hold.RESTORE.value).touch()
+    assert reader.register_restoring(restoring)
+    for _ in range(3):
+        assert reader.restore(timeout=0) == []
+    assert reader.progress(restoring) == {_tp(0): (0, 3)} and _value(restoring, "k0") is None
+    (tmp_path / Hold.RESTORE.value).unlink()
+    assert reader.restore(timeout=0) == [restoring] and _value(restoring, "k2") == "2"
+
+    (tmp_path / Hold.STANDBY.value).touch()
+    reader.register_standby(standby)
+    assert reader.update_standbys() == 0 and _value(standby, "a") is None
+    c.append(_tp(1), "b", "2")
+    reader.update_standbys()
+    assert reader.progress(standby) == {_tp(1): (0, 2)}  # lag 2, nothing applied
+    (tmp_path / Hold.STANDBY.value).unlink()
+    assert reader.update_standbys() == 2 and _value(standby, "b") == "2"

@@ -148,7 +148,7 @@ def test_to_properties_round_trips() -> None:
 
 
 def test_commit_interval_defaults_depend_on_the_guarantee() -> None:
-    assert cfg().commit_interval_ms == -1  # not set
+    assert cfg().commit_interval_ms is None  # not set
     assert cfg().effective_commit_interval_ms == 30_000
     assert cfg({"processing.guarantee": "at_least_once"}).effective_commit_interval_ms == 30_000
     assert cfg({"processing.guarantee": "exactly_once_v2"}).effective_commit_interval_ms == 100
@@ -207,3 +207,30 @@ def test_load_properties_file_empty_value(tmp_path: Path) -> None:
     p = tmp_path / "e.properties"
     p.write_text("application.server=\n")
     assert load_properties_file(p) == {"application.server": ""}
+
+
+@pytest.mark.parametrize("name,value", [
+    ("commit.interval.ms", "-1"),
+    ("statestore.cache.max.bytes", "-1"),
+    ("iqmesh.idle.backoff.ms", "-1"),
+    ("state.cleanup.delay.ms", "-5"),
+    ("task.timeout.ms", "0"),
+    ("max.task.idle.ms", "-2"),
+    ("metrics.num.samples", "1"),
+    ("iqmesh.metrics.port", "65536"),
+    ("iqmesh.metrics.port", "-1"),
+    ("replication.factor", "0"),
+    ("replication.factor", "-2"),
+    ("application.server", "127.0.0.1:70000"),
+    ("application.server", "127.0.0.1:0"),
+])
+def test_a_number_out_of_its_range_names_the_setting_and_the_range(name: str, value: str) -> None:
+    with pytest.raises(ConfigException) as e:
+        StreamsConfig.from_properties({**BASE, name: value})
+    assert name in str(e.value) and value in str(e.value)
+
+
+def test_the_ends_of_the_ranges_are_accepted() -> None:
+    c = cfg({"commit.interval.ms": "0", "replication.factor": "-1", "max.task.idle.ms": "-1",
+             "iqmesh.metrics.port": "65535", "application.server": "h:65535"})
+    assert (c.effective_commit_interval_ms, c.replication_factor, c.max_task_idle_ms) == (0, -1, -1)
