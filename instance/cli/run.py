@@ -74,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         metrics_server.stop()
     if failed:
         report_error("run", "STREAMS_ERROR", f"[{config.instance_id}] stopped: {streams.last_error}")
-        return 1
+        return 2
     return 0
 
 

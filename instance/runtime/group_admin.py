@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 
 from instance.errors import StreamsException
 from instance.runtime.wire_auth import PLAINTEXT, BrokerAuth, WireAuthError, authenticate
+from router.core.kafka_log import client_logging
 
 __all__ = ["GroupAdminError", "GroupDescription", "GroupMember", "describe_group", "describe_group_members",
            "error_name", "fence_transactional_id", "fence_transactions", "list_transactions", "remove_members"]
@@ -328,7 +329,7 @@ def _coordinator(bootstrap: str, group_id: str, deadline: float, auth: BrokerAut
 
 def describe_group(bootstrap: str, group_id: str, timeout: float = 10.0) -> GroupDescription:
     """The group's state and the members the coordinator lists (DescribeGroups)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **client_logging()})
     try:
         described = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id].result(timeout)
     except KafkaException as e:
@@ -410,7 +411,7 @@ def list_transactions(bootstrap: str, states: Sequence[str] = ("Ongoing",),
     producer_id, state) (ListTransactions, KIP-664). Raises GroupAdminError when a broker cannot
     answer."""
     deadline = time.monotonic() + timeout
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **client_logging()})
     try:
         brokers = admin.list_topics(timeout=timeout).brokers.values()
     except KafkaException as e:

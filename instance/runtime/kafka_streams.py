@@ -15,6 +15,8 @@ from confluent_kafka.admin import AdminClient
 from instance.config import StreamsConfig
 from instance.errors import (
     IllegalStateException,
+    ProductionException,
+    SerializationException,
     StreamsNotStartedException,
     UnknownStateStoreException,
 )
@@ -187,7 +189,11 @@ class KafkaStreams:
 
     def _on_thread_error(self, thread: StreamThread, exc: BaseException) -> None:
         self.last_error = exc
-        log.error("stream thread %s died: %s", thread.name, exc, exc_info=exc)
+        # a record the configured handler failed on was named by the handler already (topic,
+        # partition, offset, the setting that skips it): a stack adds nothing there; a processor
+        # that raised keeps its traceback, which points into the user's code
+        record_failure = isinstance(exc, (SerializationException, ProductionException))
+        log.error("stream thread %s died: %s", thread.name, exc, exc_info=None if record_failure else exc)
         if self.state in (State.NOT_RUNNING, State.ERROR):
             return
         response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT

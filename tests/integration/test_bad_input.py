@@ -65,7 +65,8 @@ def test_fail_handler_stops_the_instance_naming_the_record(bootstrap: str, tmp_p
     finally:
         cluster.stop()
     log = _full_log(cluster)
-    assert code == 1, log
+    assert code == 2, log  # the README's exit status of an error line
+    assert "Traceback" not in log, log  # the record is named; a stack adds nothing
     assert f"topic={topic} partition=2 offset=1" in log, log
     assert "ERROR" in log
     # the line says what to change to skip such records
@@ -163,7 +164,8 @@ def test_a_2mb_word_stops_the_instance_by_default_naming_setting_and_input(boots
     finally:
         cluster.stop()
     log = _full_log(cluster)
-    assert code == 1, log
+    assert code == 2, log
+    assert "Traceback" not in log, log
     assert "MSG_SIZE_TOO_LARGE" in log, log
     assert f"input topic={topic} partition=5 offset=1" in log, log
     assert "-repartition" in log, log  # the topic it could not write
