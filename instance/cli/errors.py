@@ -5,6 +5,9 @@ and with which CODE and message; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import sys
 
 from instance.cli.options import client_security
 from instance.error_line import report_error
@@ -16,6 +19,11 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         check_numbers(args)
         return int(args.func(args))
+    except BrokenPipeError:
+        # the reader went away (``iqmesh metadata | head``): end quietly, as a C tool killed by
+        # SIGPIPE does; stdout is pointed at /dev/null so the interpreter's final flush is quiet too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception as e:
         code = _error_code(e)
         if code is None:
@@ -80,6 +88,9 @@ def check_numbers(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if value is not None and not value > 0:
             raise ConfigException(f"--{name} must be more than 0 seconds, got {value}")
+    if args.command == "watch" and args.limit is not None and args.limit < 1:
+        # a watch stops once it printed --limit changes: 0 would print one all the same
+        raise ConfigException(f"--limit must be 1 or more (leave it out to watch until Ctrl-C), got {args.limit}")
     for name in ("limit", "page_size"):
         value = getattr(args, name, None)
         if value is not None and value < 0:

@@ -6,10 +6,18 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+import time
 
 from instance.cli.options import CommandFactory, add_config_args, build_properties, port_number
 from instance.error_line import report_error
 from instance.errors import ConfigException
+
+
+def say(line: str) -> None:
+    """One line of the instance's own story (states, restores), timestamped as the log lines are."""
+    now = time.time()
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))},{int(now * 1000) % 1000:03d} {line}",
+          flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -38,15 +46,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     topology = load_topology(args.app)
     check_state_dir(config.state_dir, config.application_id)  # before joining the group
     streams = KafkaStreams(topology, config)
-    streams.restore_listener = LoggingRestoreListener(
-        f"[{config.instance_id}]", lambda line: print(line, flush=True))
+    streams.restore_listener = LoggingRestoreListener(f"[{config.instance_id}]", say)
     server = QueryServer(streams, grpc_port)
     metrics_server = (MetricsServer(streams.metrics, config.listen_host, config.metrics_port, config.security)
                       if config.metrics_port else None)
     done = threading.Event()
 
     def on_state(new: State, old: State) -> None:
-        print(f"[{config.instance_id or config.application_id}] state {old.name} -> {new.name}", flush=True)
+        say(f"[{config.instance_id or config.application_id}] state {old.name} -> {new.name}")
         server.set_serving(new is State.RUNNING)
         if new in (State.ERROR, State.NOT_RUNNING):
             done.set()
@@ -58,17 +65,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if metrics_server is not None:
         metrics_server.start()
     streams.start()
-    print(f"[{config.instance_id}] serving queries on {config.application_server}", flush=True)
+    say(f"[{config.instance_id}] serving queries on {config.application_server}")
     if metrics_server is not None:
-        print(f"[{config.instance_id}] serving metrics on {config.listen_host}:{metrics_server.port}/metrics",
-              flush=True)
+        say(f"[{config.instance_id}] serving metrics on {config.listen_host}:{metrics_server.port}/metrics")
     while not done.wait(1.0):
         server.set_live(streams.is_live())
     failed = streams.state is State.ERROR
     if not streams.close(config.shutdown_timeout_ms / 1000):
-        print(f"[{config.instance_id}] stopped after iqmesh.shutdown.timeout.ms={config.shutdown_timeout_ms} "
-              "with its threads still closing: what they had not committed is redone by the next owner",
-              flush=True)
+        say(f"[{config.instance_id}] stopped after iqmesh.shutdown.timeout.ms={config.shutdown_timeout_ms} "
+            "with its threads still closing: what they had not committed is redone by the next owner")
     server.stop()
     if metrics_server is not None:
         metrics_server.stop()

@@ -63,6 +63,7 @@ def test_a_state_dir_that_cannot_hold_stores_stops_before_joining(tmp_path: Path
     ("all", ["--timeout", "0"], "--timeout must be more than 0 seconds"),
     ("watch", ["--all", "--timeout", "-1"], "--timeout must be more than 0 seconds"),
     ("watch", ["--all", "--duration", "-2"], "--duration must be more than 0 seconds"),
+    ("watch", ["--all", "--limit", "0"], "--limit must be 1 or more (leave it out to watch until Ctrl-C), got 0"),
     ("metadata", ["--timeout", "-1"], "--timeout must be more than 0 seconds"),
 ])
 def test_negative_counts_and_timeouts_are_refused(command: str, flags: list[str], expected: str) -> None:
