@@ -7,6 +7,9 @@ import os
 import uuid
 from pathlib import Path
 
+import grpc
+
+from instance.config import StreamsConfig
 from instance.errors import ConfigException
 
 
@@ -25,3 +28,31 @@ def check_state_dir(state_dir: str | Path, application_id: str) -> None:
     except OSError as e:
         raise ConfigException(f"state.dir {root} cannot be written ({e.strerror or e}: {e.filename or app_dir}): "
                               "give --state-dir a writable directory") from e
+
+
+def check_advertised_endpoint(config: StreamsConfig, timeout: float = 2.0) -> None:
+    """The advertised ``application.server`` must reach this instance's own query server (asked
+    once it listens): peers and clients route there. Raises ConfigException when another server
+    answers there (another application's, or another instance's: a listen host that differs from
+    the advertised one, a port someone else holds). A call that gets no answer proves nothing (a
+    starting pod's DNS name is published only once it is ready) and passes."""
+    from router.core.application_guard import is_wrong_application
+    from router.core.channels import ChannelPool
+    from router.rpc import iqmesh_pb2 as pb
+
+    endpoint = config.application_server
+    pool = ChannelPool(config.security, config.application_id)
+    try:
+        reply = pool.stub(endpoint).Metadata(pb.MetadataRequest(), timeout=timeout)
+    except grpc.RpcError as e:
+        if is_wrong_application(e):
+            raise ConfigException(f"application.server {endpoint} is served by another application, not by this "
+                                  f"instance (listening on {config.listen_host}): give iqmesh.listen.host and "
+                                  "application.server the same address, or a free port") from None
+        return
+    finally:
+        pool.close()
+    if (reply.asked, reply.application_id) != (config.instance_id, config.application_id):
+        raise ConfigException(f"application.server {endpoint} is served by instance {reply.asked!r} of application "
+                              f"{reply.application_id!r}, not by this instance (listening on {config.listen_host}): "
+                              "give iqmesh.listen.host and application.server the same address, or a free port")

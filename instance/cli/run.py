@@ -28,7 +28,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from instance.runtime.restore import LoggingRestoreListener
     from instance.runtime.states import State
     from instance.server.servicer import QueryServer
-    from instance.startup_checks import check_state_dir
+    from instance.startup_checks import check_advertised_endpoint, check_state_dir
 
     props = build_properties(args, {
         "application.id": args.application_id, "client.id": args.instance_id,
@@ -62,6 +62,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     server.start()
+    try:
+        check_advertised_endpoint(config)
+    except ConfigException:
+        server.stop()
+        raise
     if metrics_server is not None:
         metrics_server.start()
     streams.start()
