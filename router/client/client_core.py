@@ -286,13 +286,13 @@ def global_exhausted(store: str, refused: list[UnavailableError], tried: list[st
 
 
 def is_unreachable(e: grpc.RpcError) -> bool:
-    """The transport failed (connection refused, reset, no answer in time), or a server of
-    another application answered (the instance wanted is not there), as opposed to an instance
-    answering with a status."""
+    """The transport failed (connection refused, reset, no answer in time, the call cut off by an
+    instance shutting down), or a server of another application answered (the instance wanted is
+    not there), as opposed to an instance answering with a status."""
     if is_wrong_application(e):
         return True
     code = e.code()
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+    if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
         return True
     return code is grpc.StatusCode.UNAVAILABLE and refusal_of(e) is None
 

@@ -17,7 +17,8 @@ FORWARD_TIMEOUT_S = 5.0
 #: kept from the caller's remaining time for the answer's way back (at most a fifth of it)
 _RETURN_MARGIN_S = 0.5
 #: codes meaning "this replica cannot answer now": routing moves on to the next candidate
-_TRY_NEXT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+#: (CANCELLED: an instance shutting down cuts the calls still in flight once its grace is over)
+_TRY_NEXT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 
 
 def hop_timeout(time_remaining: float | None) -> float:
