@@ -99,8 +99,8 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 def _tls_hint(args: argparse.Namespace) -> str:
     """Whether the target speaks TLS when the client does not, or the other way round, asked of
-    the target itself (router.client.probe): gRPC says why it could not connect only in prose."""
-    from router.client.probe import Listener, listener_at
+    the target itself (router.core.probe): gRPC says why it could not connect only in prose."""
+    from router.core.probe import Listener, listener_at
     from router.core.security import TLS_CA_FILE
 
     target = str(getattr(args, "target", "") or "")

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from instance.cli.options import CommandFactory
-from instance.kafka_clients import produce_when_room
+from instance.cli.options import CommandFactory, build_properties
+from instance.kafka_clients import ClientKind, client_config, is_client_setting, produce_when_room
 from router.core.serdes import Serde, serde_by_name
 
 #: serdes the commands take by name (Kafka's StringSerde, LongSerde, IntegerSerde, our JsonSerde,
@@ -39,20 +39,32 @@ class KafkaCommandError(Exception):
         self.code = code
 
 
-# -- topics --------------------------------------------------------------------------------------
-def _admin(bootstrap: str) -> Any:
-    from confluent_kafka.admin import AdminClient
+# -- the clients ---------------------------------------------------------------------------------
+def kafka_settings(args: argparse.Namespace, kind: ClientKind, **ours: Any) -> dict[str, Any]:
+    """The configuration of one client of a command: its Kafka client settings from
+    ``--config-file`` and ``--config`` (``--client-config`` for ``topic create``), with Kafka
+    Streams' prefixes, as an instance's own clients get them; other settings of the file (an
+    application's ``application.id``...) are not the command's and are left out."""
+    props = build_properties(args, {})
+    extra = {k: str(v) for k, v in props.items() if is_client_setting(k)}
+    return client_config(args.bootstrap, extra, kind, **ours)
 
-    from instance.runtime.reachability import check_reachable
-    from router.core.kafka_log import client_logging
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, **client_logging()})
-    check_reachable(admin, bootstrap)  # BrokerUnreachableException: one line naming the address
+def _admin(args: argparse.Namespace) -> Any:
+    """An admin client that reached the brokers: a broker that does not answer is
+    BrokerUnreachableException, one refusing the credentials or the certificate a ConfigException
+    naming the settings to check (instance/runtime/reachability.py)."""
+    from instance.runtime.reachability import admin_client, check_reachable
+
+    settings = kafka_settings(args, "admin")
+    admin, errors = admin_client(settings)
+    check_reachable(admin, args.bootstrap, errors=errors, protocol=settings.get("security.protocol", "PLAINTEXT"))
     return admin
 
 
+# -- topics --------------------------------------------------------------------------------------
 def cmd_topic(args: argparse.Namespace) -> int:
-    admin = _admin(args.bootstrap)
+    admin = _admin(args)
     if args.action == "list":
         for name, partitions in list_topics(admin, args.all):
             print(json.dumps({"topic": name, "partitions": partitions}), flush=True)
@@ -183,20 +195,21 @@ def cmd_produce(args: argparse.Namespace) -> int:
         raise KafkaCommandError("INVALID_INPUT", "--key-separator must not be empty")
     if args.file is not None and args.file != "-" and not Path(args.file).is_file():
         raise KafkaCommandError("INVALID_INPUT", f"--file {args.file[:64]!r} is not a readable file")
-    admin = _admin(args.bootstrap)
+    admin = _admin(args)
     _known_topic(admin, args.topic)
+    # keys go to partitions as Java clients send them (murmur2), so keyed input co-partitions
+    settings = kafka_settings(args, "producer", **{"linger.ms": 5, "partitioner": "murmur2_random", "acks": "all"})
     with _input(args.file) as stream:
         records = (parse_line(line, n, args.key_separator, key_serde, value_serde) for n, line in read_lines(stream))
-        sent = produce(args.bootstrap, args.topic, records)
+        sent = produce(settings, args.topic, records)
     print(json.dumps({"topic": args.topic, "records": sent}), flush=True)
     return 0
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
-    """Send ``records`` (key, value) and wait until the broker acknowledged each; the number sent."""
+def produce(settings: dict[str, Any], topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+    """Send ``records`` (key, value) with a producer of ``settings`` and wait until the broker
+    acknowledged each; the number sent."""
     from confluent_kafka import Producer
-
-    from router.core.kafka_log import client_logging
 
     failures: list[str] = []
 
@@ -204,9 +217,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
         if err is not None:
             failures.append(err.str())
 
-    # keys go to partitions as Java clients send them (murmur2), so keyed input co-partitions
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random",
-                  "acks": "all", **client_logging()})
+    p = Producer(settings)
     n = 0
     for key, value in records:
         produce_when_room(p, topic, value, key, on_delivery=delivered)
@@ -222,18 +233,17 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
 def cmd_consume(args: argparse.Namespace) -> int:
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
-    from router.core.kafka_log import client_logging
-
     key_serde, value_serde = _serde(args.key_deserializer), _serde(args.value_deserializer)
     if args.max_messages is not None and args.max_messages < 1:
         raise KafkaCommandError("INVALID_INPUT", "--max-messages must be at least 1")
     if args.timeout is not None and args.timeout <= 0:
         raise KafkaCommandError("INVALID_INPUT", "--timeout must be more than 0 seconds")
-    admin = _admin(args.bootstrap)
+    admin = _admin(args)
     partitions = _known_topic(admin, args.topic)
     # no group: this reads every partition itself and commits nothing (the console consumer's way)
-    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"iqmesh-consume-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed", **client_logging()})
+    consumer = Consumer(kafka_settings(args, "main.consumer", **{
+        "group.id": f"iqmesh-consume-{uuid.uuid4().hex}", "enable.auto.commit": False,
+        "isolation.level": "read_committed"}))
     start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
     consumer.assign([TopicPartition(args.topic, p, start) for p in range(partitions)])
     printed = 0
@@ -299,7 +309,7 @@ def add_parsers(command: CommandFactory, formatter: type[argparse.HelpFormatter]
     a.add_argument("--config", dest="topic_config", action="append", default=[], metavar="NAME=VALUE",
                    help="a topic setting, e.g. cleanup.policy=compact (repeatable)")
     a.add_argument("--if-not-exists", action="store_true", help="a topic that exists already is no error")
-    _bootstrap(a)
+    _bootstrap(a, "--client-config")
     a.set_defaults(func=cmd_topic)
     a = actions.add_parser("list", help="list topics: one JSON line each", description="list topics: one JSON "
                            "line each (name and partitions)", formatter_class=formatter)
@@ -333,5 +343,11 @@ def add_parsers(command: CommandFactory, formatter: type[argparse.HelpFormatter]
     p.set_defaults(func=cmd_consume)
 
 
-def _bootstrap(p: argparse.ArgumentParser) -> None:
+def _bootstrap(p: argparse.ArgumentParser, config_flag: str = "--config") -> None:
+    """``--bootstrap`` and the client settings: ``config_flag`` NAME=VALUE and ``--config-file``
+    (``topic create``'s ``--config`` is a topic setting, as in kafka-topics)."""
     p.add_argument("--bootstrap", required=True, help="bootstrap.servers, HOST:PORT of the Kafka brokers")
+    p.add_argument(config_flag, dest="config", action="append", default=[], metavar="NAME=VALUE",
+                   help="a Kafka client setting, e.g. security.protocol=SASL_SSL (repeatable)")
+    p.add_argument("--config-file", help="a .properties file of Kafka client settings, e.g. the "
+                   "client.properties of `iqmesh broker start --sasl-ssl` (--config wins; default: none)")

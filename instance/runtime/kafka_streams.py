@@ -120,7 +120,8 @@ class KafkaStreams:
         self._sm.set(State.REBALANCING)
         try:
             admin, connection_errors = admin_client(self.config.client_config("admin"))
-            check_reachable(admin, self.config.bootstrap_servers, errors=connection_errors)
+            check_reachable(admin, self.config.bootstrap_servers, errors=connection_errors,
+                            protocol=self.config.client_config("admin").get("security.protocol", "PLAINTEXT"))
             rebalance_protocol.check_broker(self.config.group_protocol, admin, self.config.membership_assist)
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)

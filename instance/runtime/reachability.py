@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 from instance.errors import BrokerUnreachableException, ConfigException
 from instance.runtime.task_timeout import kafka_error
 from router.core.kafka_log import KAFKA_LOGGER
+from router.core.probe import Listener, listener_at
 
 #: seconds to wait for a first metadata answer (librdkafka retries the connection meanwhile)
 REACH_TIMEOUT_S = 10.0
@@ -63,9 +64,10 @@ def refused_settings(conf: dict[str, Any], err: KafkaError) -> ConfigException:
 
 
 def check_reachable(admin: AdminClient, bootstrap: str, timeout: float = REACH_TIMEOUT_S,
-                    errors: ConnectionErrors | None = None) -> None:
+                    errors: ConnectionErrors | None = None, protocol: str = "PLAINTEXT") -> None:
     """Raise BrokerUnreachableException naming ``bootstrap`` if no broker answers within ``timeout``,
-    ConfigException naming the settings to check if it refuses our credentials or certificate."""
+    ConfigException naming the settings to check if it refuses our credentials or certificate, or
+    if a broker listens there but speaks another ``security.protocol`` than ``protocol``."""
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException as e:
@@ -82,7 +84,27 @@ def check_reachable(admin: AdminClient, bootstrap: str, timeout: float = REACH_T
             raise ConfigException(_REFUSED[refused.code()].format(b=bootstrap, e=refused.str())) from None
         if err is None or err.code() not in _UNREACHABLE:
             raise
+        mismatch = _security_mismatch(bootstrap, protocol)
+        if mismatch is not None:
+            raise ConfigException(mismatch) from None
         raise BrokerUnreachableException(
             f"no Kafka broker answered at {bootstrap} (bootstrap.servers) within {timeout:.0f}s: is it "
             f"running, and is the address right? The dev broker starts with `iqmesh broker start` "
             f"(it prints its address)") from None
+
+
+def _security_mismatch(bootstrap: str, protocol: str) -> str | None:
+    """What to say when something listens at a bootstrap address yet no Kafka answer came: the
+    broker speaks TLS and we do not, or the other way round (asked of the socket, not read from
+    librdkafka's log text). None: nothing listens, or the probe tells nothing."""
+    tls = protocol.upper() in ("SSL", "SASL_SSL")
+    for server in bootstrap.split(","):
+        listener = listener_at(server.strip())
+        if listener is Listener.TLS and not tls:
+            return (f"the Kafka broker at {server.strip()} speaks TLS and security.protocol is {protocol}: set "
+                    "security.protocol=SSL (or SASL_SSL with sasl.mechanism, sasl.username, sasl.password) and "
+                    "ssl.ca.location, e.g. with --config-file the broker's client.properties")
+        if listener is Listener.PLAINTEXT and tls:
+            return (f"the Kafka broker at {server.strip()} does not speak TLS and security.protocol is {protocol}: "
+                    "set security.protocol=PLAINTEXT (or SASL_PLAINTEXT)")
+    return None

@@ -23,11 +23,11 @@ from router.client.client_steps import (
     Step,
     Steps,
 )
-from router.client.probe import nothing_listens
 from router.client.routing_table import RoutingTable
 from router.client.scan_pages import AsyncScan
 from router.client.watch_client import AsyncWatch, watch_of
 from router.core.channels import AioChannelPool
+from router.core.probe import nothing_listens
 from router.core.scan_wire import ScanRequest
 from router.core.security import NO_SECURITY, Security
 from router.rpc import iqmesh_pb2 as pb

@@ -89,7 +89,7 @@ class Refresh:
 @dataclass(frozen=True)
 class Probe:
     """Whether nothing listens at any of ``endpoints`` (every TCP connection refused): the driver
-    answers with router.client.probe.nothing_listens, off the event loop in the async client."""
+    answers with router.core.probe.nothing_listens, off the event loop in the async client."""
 
     endpoints: tuple[str, ...]
 

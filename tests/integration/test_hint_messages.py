@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from router.client.probe import Listener, listener_at, nothing_listens
+from router.core.probe import Listener, listener_at, nothing_listens
 from tests.integration.test_security import self_signed
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ def test_a_tls_client_against_a_plaintext_server_is_told_it_is_plaintext(tmp_pat
 
 
 def test_the_probe_tells_nothing_plaintext_and_tls_apart(tmp_path: Path) -> None:
-    """router.client.probe, against real gRPC servers on loopback and a port nobody listens at."""
+    """router.core.probe, against real gRPC servers on loopback and a port nobody listens at."""
     cert, key = self_signed(tmp_path)
     plain, secure = grpc.server(futures.ThreadPoolExecutor(1)), grpc.server(futures.ThreadPoolExecutor(1))
     plain_port = plain.add_insecure_port("127.0.0.1:0")
