@@ -28,7 +28,7 @@ MAX_BODY = 6 * 2**20 + 64 * 2**10
 
 
 def create_app(config: GatewayConfig) -> web.Application:
-    protocol_errors.install()
+    protocol_errors.install(MAX_REQUEST_LINE)
     gw = Gateway.of(config)
     app = web.Application(middlewares=[metrics_middleware(gw.metrics), error_middleware,
                                        auth_middleware(config.security)],
