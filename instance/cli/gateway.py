@@ -16,14 +16,35 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     security = client_security(args)
     # the instances-topic reader is a consumer like the instances' own: the same Kafka settings
     props = build_properties(args, {})
-    kafka = client_settings({k: str(v) for k, v in props.items() if is_client_setting(k)}, "restore.consumer")
+    extra = {k: str(v) for k, v in props.items() if is_client_setting(k)}
+    kafka = client_settings(extra, "restore.consumer")
     try:
         config = GatewayConfig(seeds, args.bootstrap or "", args.application_id or "", args.timeout,
                                security=security, kafka=kafka)
     except ValueError as e:
         raise ConfigException(str(e)) from e
+    if args.bootstrap:
+        _check_kafka_settings(args.bootstrap, extra)
     run_gateway(config, args.host, args.port)
     return 0
+
+
+def _check_kafka_settings(bootstrap: str, extra: dict[str, str]) -> None:
+    """Credentials or a certificate the brokers refuse stop the start (ConfigException), as for
+    ``iqmesh run``; brokers that do not answer yet do not: the gateway shows the outage and finds
+    the instances once they are back."""
+    import logging
+
+    from instance.errors import BrokerUnreachableException
+    from instance.kafka_clients import client_config
+    from instance.runtime.reachability import admin_client, check_reachable
+
+    settings = client_config(bootstrap, extra, "admin")
+    admin, errors = admin_client(settings)
+    try:
+        check_reachable(admin, bootstrap, errors=errors, protocol=settings.get("security.protocol", "PLAINTEXT"))
+    except BrokerUnreachableException as e:
+        logging.getLogger(__name__).warning("%s; serving all the same", e)
 
 
 def add_parser(command: CommandFactory) -> None:

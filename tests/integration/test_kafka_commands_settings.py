@@ -2,7 +2,8 @@
 takes (``--config-file``, ``--config``; ``--client-config`` for ``topic create``, whose ``--config``
 is a topic setting as in kafka-topics): against the SASL_SSL Apache Kafka the project starts, with
 its client.properties, the three commands work; a wrong password and a security.protocol the
-broker does not speak are named as such, not as a broker that is not running."""
+broker does not speak are named as such, not as a broker that is not running, by them and by the
+gateway, which stops on them as ``iqmesh run`` does."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from devtools.suite_broker import suite_engine
 from instance.local import kafka_broker
+from instance.local.broker import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +55,11 @@ def test_the_commands_take_client_settings_on_the_dev_broker(bootstrap: str, tmp
     line = _error_line(_iqmesh("topic", "list", "--bootstrap", bootstrap, "--config", "security.protocol=SSL"),
                        "topic", "INVALID_CONFIG")
     assert "does not speak TLS" in line and "security.protocol" in line, line
+    # the gateway stops on settings the brokers refuse too (not on brokers that do not answer yet)
+    line = _error_line(_iqmesh("gateway", "--bootstrap", bootstrap, "--application-id", f"app-{unique}",
+                               "--port", str(free_port()), "--config", "security.protocol=SSL"),
+                       "gateway", "INVALID_CONFIG")
+    assert "does not speak TLS" in line, line
 
 
 @pytest.mark.skipif(suite_engine() != "kafka" or bool(os.environ.get("IQMESH_BOOTSTRAP")),
@@ -79,6 +86,10 @@ def test_the_commands_reach_a_sasl_ssl_broker_with_its_client_properties(tmp_pat
         wrong = _error_line(_iqmesh("topic", "list", "--bootstrap", bootstrap, "--config-file", props,
                                     "--config", "sasl.password=not-the-password"), "topic", "INVALID_CONFIG")
         assert "refused our credentials" in wrong and "sasl.password" in wrong, wrong
+        wrong = _error_line(_iqmesh("gateway", "--bootstrap", bootstrap, "--application-id", f"app-{unique}",
+                                    "--port", str(free_port()), "--config-file", props,
+                                    "--config", "sasl.password=not-the-password"), "gateway", "INVALID_CONFIG")
+        assert "refused our credentials" in wrong, wrong
         plain = _error_line(_iqmesh("topic", "create", "t", "--bootstrap", bootstrap), "topic", "INVALID_CONFIG")
         assert "speaks TLS" in plain and "security.protocol=SSL" in plain, plain
     finally:
