@@ -76,7 +76,7 @@ class ScanService:
             after = resume_after(parsed.scan.page_token, query)
             o = parsed.options
             options = QueryOptions.parse(store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
-                                         o.position)
+                                         o.position, n)
         router = QueryRouter(streams.view, streams.instance_id)
         local_state = streams.state
         page_query = RangePageQuery(query, after, limit, spec.key_serde,

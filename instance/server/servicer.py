@@ -51,14 +51,15 @@ __all__ = ["QueryServer", "QueryServicer", "value_to_json"]
 _DEFAULT_OPTIONS = QueryOptions()
 
 
-def _options_of(request: pb.GetRequest) -> QueryOptions:
-    """The request's routing options; BadRequest for a malformed position token."""
+def _options_of(request: pb.GetRequest, partitions: int) -> QueryOptions:
+    """The request's routing options; BadRequest for a malformed position token or one naming a
+    partition beyond the store's ``partitions``."""
     o = request.options
     if not (o.allow_stale or o.position or o.HasField("max_lag")):
         return _DEFAULT_OPTIONS  # most queries: nothing to parse
     with caller_input():
         return QueryOptions.parse(request.store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
-                                  o.position)
+                                  o.position, partitions)
 
 
 class QueryServicer(pb_grpc.InteractiveQueryServicer):
@@ -132,7 +133,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             check_query_key(request.raw_key or request.key)
         placement = streams.store_placement(store)  # raises for an unknown store / not started
         key, key_bytes = placement.key_of(request.key, request.raw_key)
-        options = _options_of(request)
+        options = _options_of(request, max(placement.partitions, 1))  # a global store: one partition
         forwarded = request.forwarded
         if placement.is_global:  # every instance holds it whole: answered here, never forwarded
             return self._get_local(placement, key, 0, options, forwarded, slot)
@@ -192,7 +193,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             query = WindowKeyQuery(key, request.time_from, request.time_to)
         else:
             query = WindowRangeQuery(key)
-        options = _options_of(request)  # type: ignore[arg-type]  # the same fields as GetRequest's
+        options = _options_of(request, placement.partitions)  # type: ignore[arg-type]  # the same fields as GetRequest's
 
         def answer_local() -> pb.WindowFetchReply:
             windows, meta = ask_local(streams, store, query, task.partition, options)

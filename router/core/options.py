@@ -20,10 +20,14 @@ class QueryOptions:
 
     @staticmethod
     def parse(store: str, allow_stale: bool = False, max_lag: int | None = None,
-              position: str = "") -> QueryOptions:
+              position: str = "", partitions: int | None = None) -> QueryOptions:
         """Options from a transport's raw fields: a negative ``max_lag`` means no limit, an empty
-        ``position`` no bound. Raises ValueError for a malformed token or one for another store."""
+        ``position`` no bound. Raises ValueError for a malformed token, one for another store, or
+        one for a partition the store's ``partitions`` (when given) do not include."""
         bound = PositionToken.decode(position) if position else None
         if bound is not None and bound.store != store:
             raise ValueError(f"position token is for store {echo(bound.store)}, not {echo(store)}")
+        if bound is not None and partitions is not None and bound.partition >= partitions:
+            raise ValueError(f"position token names partition {bound.partition} of store {echo(store)}, "
+                             f"which has {partitions}")
         return QueryOptions(allow_stale, max_lag if max_lag is not None and max_lag >= 0 else None, bound)

@@ -54,6 +54,13 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
             with pytest.raises(grpc.RpcError) as e:
                 q.get("counts", "k7", position="garbage")
             assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            # a token for a partition the store does not have (it has one) is the caller's mistake
+            elsewhere = PositionToken(token.store, 1, token.offset).encode()
+            for scan in (False, True):
+                with pytest.raises(grpc.RpcError) as e:
+                    list(q.all("counts", position=elsewhere)) if scan else q.get("counts", "k7", position=elsewhere)
+                assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT, e.value
+                assert "names partition 1 of store 'counts', which has 1" in (e.value.details() or ""), e.value
 
         # restart without checkpoints: the whole changelog is restored, held open while we ask
         cluster.signal(0)

@@ -253,6 +253,9 @@ def test_query_options_parse() -> None:
         QueryOptions.parse("other", position=token)
     with pytest.raises(ValueError, match="position token"):
         QueryOptions.parse(STORE, position="garbage")
+    with pytest.raises(ValueError, match="names partition 3 of store"):
+        QueryOptions.parse(STORE, position=token, partitions=3)
+    assert QueryOptions.parse(STORE, position=token, partitions=4).bound == PositionToken(STORE, 3, 42)
 
 
 # --- task ids ---------------------------------------------------------------------------------
