@@ -314,7 +314,7 @@ async def test_rest_edge_cases(servers: list[tuple[str, Fake]]) -> None:
         # aiohttp's own refusals (before any handler) come in the JSON envelope too
         r = await client.get("/v1/stores/s/keys/" + "k" * (4 * 2**20))
         body = await r.json()
-        assert r.status == 400 and body["error"]["code"] == "INVALID_ARGUMENT" and "POST" in body["error"]["message"]
+        assert r.status == 414 and body["error"]["code"] == "URI_TOO_LONG" and "POST" in body["error"]["message"]
         r = await client.get("/v1/stores/s/keys/a", headers={"X-Long": "h" * 9000})
         body = await r.json()
         assert r.status in (400, 431) and body["error"]["message"], body
