@@ -298,6 +298,8 @@ class KafkaStreams:
             store_catalog=self._store_catalog(),
             counters=self._counters(),
             global_stores=tuple(sorted(self.topology.global_stores)),
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            session_timeout_ms=self.config.session_timeout_ms,
         )
 
     def _counters(self) -> InstanceCounters:

@@ -225,7 +225,8 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
                 heartbeat_age_ms=now - info.heartbeat_ms, alive=streams.view.is_alive(info, now),
                 active_tasks=[str(t) for t in info.active_tasks], standby_tasks=[str(t) for t in info.standby_tasks],
                 restoring_tasks=[str(t) for t in info.restoring_tasks], assigned_at_ms=info.assigned_at_ms,
-                counters=_counters_pb(info.counters),
+                counters=_counters_pb(info.counters), heartbeat_interval_ms=info.heartbeat_interval_ms,
+                session_timeout_ms=info.session_timeout_ms,
                 stores=[pb.StorePartition(store=s.store, partition=s.partition, role=s.role.value,
                                           position=s.position, end_offset=s.end_offset, lag=s.lag)
                         for s in info.stores]))

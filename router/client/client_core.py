@@ -81,7 +81,8 @@ def routing_table_to_dict(reply: pb.MetadataReply) -> dict[str, Any]:
         "global_stores": sorted(r.store for r in reply.store_routes if r.global_store),
         "instances": [{
             "instance_id": i.instance_id, "endpoint": i.endpoint, "state": i.state, "alive": i.alive,
-            "heartbeat_age_ms": i.heartbeat_age_ms, "active_tasks": sorted(i.active_tasks),
+            "heartbeat_age_ms": i.heartbeat_age_ms, "heartbeat_interval_ms": i.heartbeat_interval_ms,
+            "session_timeout_ms": i.session_timeout_ms, "active_tasks": sorted(i.active_tasks),
             "standby_tasks": sorted(i.standby_tasks), "restoring_tasks": sorted(i.restoring_tasks),
             "stores": [{"store": s.store, "partition": s.partition, "role": s.role, "position": s.position,
                         "end_offset": s.end_offset, "lag": s.lag}

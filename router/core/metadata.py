@@ -135,6 +135,10 @@ class InstanceInfo:
     #: the stores of ``store_catalog`` that are global (every instance holds them whole and
     #: answers them locally); a field of its own, so readers older than it still parse the catalog
     global_stores: tuple[str, ...] = ()
+    #: how often it publishes itself, and its group session timeout: how old its heartbeat may
+    #: get before it is late, and before it is gone (fields of their own: older readers skip them)
+    heartbeat_interval_ms: int = 1000
+    session_timeout_ms: int = 10_000
 
     def to_json(self) -> bytes:
         d = asdict(self)

@@ -318,7 +318,7 @@ class InstanceCounters(_message.Message):
     def __init__(self, records_processed: _Optional[int] = ..., gets_local: _Optional[int] = ..., gets_routed: _Optional[int] = ..., gets_forwarded: _Optional[int] = ..., get_seconds: _Optional[float] = ..., scans: _Optional[int] = ..., scan_entries: _Optional[int] = ..., query_errors: _Optional[_Mapping[str, int]] = ..., dropped_records: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class InstanceMetadata(_message.Message):
-    __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores", "assigned_at_ms", "counters")
+    __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores", "assigned_at_ms", "counters", "heartbeat_interval_ms", "session_timeout_ms")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -330,6 +330,8 @@ class InstanceMetadata(_message.Message):
     STORES_FIELD_NUMBER: _ClassVar[int]
     ASSIGNED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     endpoint: str
     state: str
@@ -341,7 +343,9 @@ class InstanceMetadata(_message.Message):
     stores: _containers.RepeatedCompositeFieldContainer[StorePartition]
     assigned_at_ms: int
     counters: InstanceCounters
-    def __init__(self, instance_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., state: _Optional[str] = ..., heartbeat_age_ms: _Optional[int] = ..., alive: _Optional[bool] = ..., active_tasks: _Optional[_Iterable[str]] = ..., standby_tasks: _Optional[_Iterable[str]] = ..., restoring_tasks: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[_Union[StorePartition, _Mapping]]] = ..., assigned_at_ms: _Optional[int] = ..., counters: _Optional[_Union[InstanceCounters, _Mapping]] = ...) -> None: ...
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+    def __init__(self, instance_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., state: _Optional[str] = ..., heartbeat_age_ms: _Optional[int] = ..., alive: _Optional[bool] = ..., active_tasks: _Optional[_Iterable[str]] = ..., standby_tasks: _Optional[_Iterable[str]] = ..., restoring_tasks: _Optional[_Iterable[str]] = ..., stores: _Optional[_Iterable[_Union[StorePartition, _Mapping]]] = ..., assigned_at_ms: _Optional[int] = ..., counters: _Optional[_Union[InstanceCounters, _Mapping]] = ..., heartbeat_interval_ms: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class StoreRoute(_message.Message):
     __slots__ = ("store", "subtopology", "partitions", "key_serde", "value_serde", "global_store")
