@@ -7,6 +7,7 @@ first, so the gateway keeps working when the instances it was started with are g
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 
 from router.core.metadata import ClusterView
@@ -33,6 +34,11 @@ class Discovery:
     def learn(self, alive: list[str]) -> None:
         with self._lock:
             self._learned = list(alive)
+
+    def last_heard(self) -> dict[str, tuple[str, int]]:
+        """Instance id -> (state, heartbeat age in ms) as the instances last said themselves
+        outside the routing table (the instances topic); empty for seeds."""
+        return {}
 
     @property
     def ready(self) -> bool:
@@ -62,6 +68,11 @@ class TopicDiscovery(Discovery):
 
     def found(self) -> list[str]:
         return [i.endpoint for i in self.view.instances() if self.view.is_alive(i) and i.endpoint]
+
+    def last_heard(self) -> dict[str, tuple[str, int]]:
+        """An instance that failed or stopped published its last state there before it exited."""
+        now = int(time.time() * 1000)
+        return {i.instance_id: (i.state.name, now - i.heartbeat_ms) for i in self.view.instances()}
 
     @property
     def ready(self) -> bool:

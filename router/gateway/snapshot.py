@@ -25,7 +25,7 @@ from router.gateway.backend import Backend
 from router.gateway.errors import ApiError
 from router.gateway.metrics import GatewayMetrics
 from router.gateway.series import GatewayReading, gateway_rates
-from router.gateway.timeline import ClusterEvent, changes
+from router.gateway.timeline import ClusterEvent, aged, changes, presence
 from router.gateway.topology import TopologyPoller, processing_lag
 from router.rpc import iqmesh_pb2 as pb
 
@@ -104,7 +104,8 @@ class Snapshot:
 
     def to_json(self, metrics: GatewayMetrics) -> dict[str, Any]:
         md = self.metadata
-        instances = [{**i, **self.rates.get(i["instance_id"], {})} for i in md.get("instances", [])]
+        instances = [{**i, **self.rates.get(i["instance_id"], {}), "presence": presence(i)}
+                     for i in md.get("instances", [])]
         return {
             "at_ms": int(self.at * 1000), "age_ms": int((time.time() - self.at) * 1000), "via": self.via,
             "asked": md.get("asked", ""), "error": self.error, "instances": instances,
@@ -194,6 +195,8 @@ class SnapshotPoller:
         self.changed = asyncio.Condition()
         self.topology = topology
         self._samples: deque[Sample] = deque()
+        #: when the last routing table was read, and that table
+        self._read: tuple[float, dict[str, Any]] | None = None
 
     async def poll_once(self) -> Snapshot:
         at = time.time()
@@ -202,11 +205,18 @@ class SnapshotPoller:
         except (grpc.RpcError, ApiError) as e:
             msg = e.message if isinstance(e, ApiError) else f"{e.code().name}: {e.details()}"
             prev = self.latest
-            snap = Snapshot(prev.at if prev else 0.0, prev.via if prev else "", prev.metadata if prev else {},
+            md = {}
+            if self._read is not None:  # no instance answers: the last table, its heartbeats aging
+                read_at, read_md = self._read
+                md = aged(read_md, at - read_at, self.backend.discovery.last_heard())
+                if prev is not None and prev.metadata:
+                    self.events.extend(changes(prev.metadata, md, at))
+            snap = Snapshot(prev.at if prev else 0.0, prev.via if prev else "", md,
                             prev.rates if prev else {}, error=msg, gateway_rates=prev.gateway_rates if prev else {},
                             events=self._events_json())
         else:
             md = metadata_to_json(reply)
+            self._read = (at, md)
             reading = GatewayReading.of(self.metrics)
             now = Sample.of(md, at, reading)
             if self.latest is not None and self.latest.metadata:

@@ -9,7 +9,7 @@ import pytest
 
 from router.gateway.metrics import BUCKETS, GatewayMetrics
 from router.gateway.series import GatewayReading, gateway_rates, quantile
-from router.gateway.timeline import changes
+from router.gateway.timeline import aged, changes, presence
 
 
 def test_quantiles_interpolate_within_a_bucket_and_stop_at_the_largest_bound() -> None:
@@ -43,22 +43,40 @@ def test_gateway_rates_count_query_routes_for_latency_and_every_route_for_errors
     assert gateway_rates(GatewayReading.of(m), None, 0.0)["p50_ms"] is None
 
 
-def _inst(iid: str, state: str = "RUNNING", alive: bool = True, restoring: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"instance_id": iid, "state": state, "alive": alive, "heartbeat_age_ms": 7000 if not alive else 100,
+def _inst(iid: str, state: str = "RUNNING", age_ms: int = 100, restoring: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"instance_id": iid, "state": state, "alive": age_ms <= 3000 and state in ("RUNNING", "REBALANCING"),
+            "heartbeat_age_ms": age_ms, "heartbeat_interval_ms": 1000, "session_timeout_ms": 10_000,
             "restoring_tasks": list(restoring)}
 
 
-def test_events_joins_crashes_rebalances_and_restores() -> None:
+def test_events_joins_late_and_gone_instances_rebalances_and_restores() -> None:
     before = {"instances": [_inst("a"), _inst("b"), _inst("c")]}
-    after = {"instances": [_inst("a", "REBALANCING", restoring=("0_1",)), _inst("b"), _inst("c", alive=False),
+    after = {"instances": [_inst("a", "REBALANCING", restoring=("0_1",)), _inst("b"), _inst("c", age_ms=7000),
                            _inst("d", "REBALANCING")]}
     got = [(e.kind, e.instance) for e in changes(before, after, 10.0)]
-    assert got == [("joined", "d"), ("gone", "c"), ("rebalance", "a"), ("restore", "a")]
-    gone = next(e for e in changes(before, after, 10.0) if e.kind == "gone")
-    assert "RUNNING" in gone.text and "7.0 s" in gone.text and gone.at == 10.0
-    done = {"instances": [_inst("a"), _inst("b"), _inst("d", "ERROR")]}
-    assert [(e.kind, e.instance) for e in changes(after, done, 11.0)] == [("restored", "a"), ("error", "d")]
+    assert got == [("rebalance", "a"), ("restore", "a"), ("late", "c"), ("joined", "d")]
+    late = next(e for e in changes(before, after, 10.0) if e.kind == "late")
+    assert "7.0 s old" in late.text and "gone after 10 s" in late.text and late.at == 10.0
+    done = {"instances": [_inst("a"), _inst("b"), _inst("c", age_ms=12_000), _inst("d", "ERROR")]}
+    got = [(e.kind, e.instance, e.text) for e in changes(after, done, 11.0)]
+    assert [(k, i) for k, i, _ in got] == [("restored", "a"), ("gone", "c"), ("gone", "d"), ("error", "d")]
+    assert "no heartbeat for 12.0 s" in got[1][2] and "state ERROR" in got[2][2]
     assert changes(done, done, 12.0) == []
+    # a heartbeat late under load, then on time again: no disappearance and no second join
+    again = {"instances": [_inst("c")]}
+    assert [(e.kind, e.instance) for e in changes(after, again, 12.0)][-2:] == [("back", "c"), ("gone", "d")]
+
+
+def test_a_table_nobody_answers_ages_until_its_instances_are_gone() -> None:
+    table = {"instances": [_inst("a"), _inst("b", age_ms=900)]}
+    assert [presence(i) for i in aged(table, 2.5)["instances"]] == ["alive", "late"]
+    later = aged(table, 9.5)
+    assert [presence(i) for i in later["instances"]] == ["late", "gone"]
+    assert not any(i["alive"] for i in later["instances"])
+    assert [(e.kind, e.instance) for e in changes(table, later, 9.5)] == [("late", "a"), ("gone", "b")]
+    # what the instances topic says they last published wins when it is newer: b failed
+    heard = aged(table, 2.0, {"b": ("ERROR", 1500), "a": ("RUNNING", 99_000)})
+    assert [(i["state"], presence(i)) for i in heard["instances"]] == [("RUNNING", "alive"), ("ERROR", "gone")]
 
 
 def test_processing_lag_is_summed_per_owner_of_the_task_and_per_topic() -> None:

@@ -90,8 +90,8 @@ function addPoint(t, rates, gateway, plag) {
 const UNITS = {updates: "updates/s", records: "records/s", queries: "queries/s", lag: "records",
                latency: "ms", errors: "errors/s", plag: "records", ptopic: "records"};
 // colours of the event markers (and of their badges in the timeline list)
-const EVENT_COLOURS = {joined: "#2f855a", gone: "#c0392b", rebalance: "#b7791f", restore: "#2c7a7b",
-                       restored: "#2c7a7b", error: "#c0392b"};
+const EVENT_COLOURS = {joined: "#2f855a", late: "#b7791f", back: "#2f855a", gone: "#c0392b", rebalance: "#b7791f",
+                       restore: "#2c7a7b", restored: "#2c7a7b", error: "#c0392b"};
 
 // a uPlot plugin drawing each cluster event as a dashed vertical line over the plot
 const eventMarkers = {hooks: {draw: [(u) => {
@@ -251,7 +251,10 @@ function renderInstances(snap) {
   const body = $("#instances tbody");
   body.textContent = "";
   for (const i of snap.instances) {
-    const state = i.alive ? badge(i.state) : badge(`${i.state} (dead)`, "dead");
+    // presence (timeline.py): late while its heartbeat is older than a few intervals, gone after
+    // its session timeout or once it stopped or failed
+    const state = i.presence === "alive" ? badge(i.state)
+      : i.presence === "late" ? badge(`${i.state} (late)`, "warn") : badge(`${i.state} (gone)`, "dead");
     body.append(el("tr", {"data-instance": i.instance_id},
       el("td", {}, el("span", {class: "dot", style: `background:${colour(i.instance_id)}`}),
          el("strong", {}, i.instance_id), el("div", {class: "muted"}, i.endpoint)),
