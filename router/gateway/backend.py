@@ -44,7 +44,7 @@ class Backend:
         """``fn(client)`` and the entry instance asked (``via``). Raises the cluster's gRPC error
         as it is, or ApiError 503 UNREACHABLE when no instance could be reached."""
         if not self.discovery.endpoints():
-            raise unavailable(UNREACHABLE, "no instance known yet (discovery has found none)")
+            raise unavailable(UNREACHABLE, self.nobody_known())
         try:
             result = await fn(self.client)
         except grpc.RpcError as e:
@@ -52,6 +52,11 @@ class Backend:
                 raise unavailable(UNREACHABLE, f"no instance could be reached: {e.details()}") from None
             raise
         return result, LAST_ENTRY.get()
+
+    def nobody_known(self) -> str:
+        """Why no instance can be asked: what the discovery knows of it (a missing instances
+        topic: check --application-id), else that it has found none yet."""
+        return self.discovery.problem or "no instance known yet (discovery has found none)"
 
     async def close(self) -> None:
         await self.client.close()

@@ -79,10 +79,11 @@ def open_watch(backend: Backend, request: pb.WatchRequest) -> AsyncWatch:
                       start_rounds=1)
 
 
-def not_started(e: WatchNotStarted) -> ApiError:
-    """The 503 when no entry started the watch: every one at its watch cap, or none reached."""
+def not_started(e: WatchNotStarted, nobody_known: str) -> ApiError:
+    """The 503 when no entry started the watch: every one at its watch cap, or none reached
+    (``nobody_known``: why none could be asked at all)."""
     if not e.failures:
-        return unavailable(UNREACHABLE, "no instance known yet (discovery has found none)")
+        return unavailable(UNREACHABLE, nobody_known)
     failures = str(e)
     at_cap = [endpoint for endpoint, err in e.failures
               if err is not None and err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED]
@@ -108,7 +109,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
         try:
             first = await anext(events)
         except WatchNotStarted as e:
-            raise not_started(e) from None
+            raise not_started(e, gw.backend.nobody_known()) from None
         except StopAsyncIteration:
             raise unavailable(UNREACHABLE, "the watch did not start") from None
         assert isinstance(first, Started)  # the first event of every watch
