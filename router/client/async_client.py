@@ -10,7 +10,9 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from router.client.client_core import KeyArg, QueryResult, ScanMethods, WindowsResult, prepare_scan
+import grpc
+
+from router.client.client_core import KeyArg, QueryResult, ScanMethods, WindowsResult, is_unreachable, prepare_scan
 from router.client.client_steps import (
     MAX_TABLE_AGE_S,
     ClientCore,
@@ -34,8 +36,8 @@ from router.rpc import iqmesh_pb2 as pb
 
 T = TypeVar("T")
 
-#: the instance the last call of the current task was answered by ("" before one answered); the
-#: REST gateway reports it as ``via``
+#: the instance the last call of the current task was answered by, with a reply or an error status
+#: ("" before one answered); the REST gateway reports it as ``via``
 LAST_ENTRY: ContextVar[str] = ContextVar("iqmesh_last_entry", default="")
 
 
@@ -131,9 +133,14 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
     async def _do(self, step: Step) -> Any:
         if isinstance(step, Rpc):
             call = getattr(self._pool.stub(step.endpoint), step.method)
-            if step.stream:
-                return [m async for m in call(step.request, timeout=step.timeout)]
-            reply = await call(step.request, timeout=step.timeout)
+            try:
+                if step.stream:
+                    return [m async for m in call(step.request, timeout=step.timeout)]
+                reply = await call(step.request, timeout=step.timeout)
+            except grpc.RpcError as e:
+                if not is_unreachable(e):
+                    LAST_ENTRY.set(step.endpoint)  # it answered, with an error status
+                raise
             LAST_ENTRY.set(step.endpoint)
             return reply
         if isinstance(step, Pause):

@@ -45,6 +45,7 @@ class Backend:
         as it is, or ApiError 503 UNREACHABLE when no instance could be reached."""
         if not self.discovery.endpoints():
             raise unavailable(UNREACHABLE, self.nobody_known())
+        LAST_ENTRY.set("")  # a keep-alive connection's requests share one task: not an earlier request's
         try:
             result = await fn(self.client)
         except grpc.RpcError as e:

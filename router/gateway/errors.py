@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from router.client.async_client import LAST_ENTRY
 from router.core.echo import clip
 from router.core.status_details import refusal_of
 from router.core.unavailable import STALE_HINT
@@ -110,4 +111,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             raise
         return error_response(to_api_error(e))
     except Exception as e:
-        return error_response(to_api_error(e))
+        return error_response(_with_via(to_api_error(e)))
+
+
+def _with_via(err: ApiError) -> ApiError:
+    """The instance that answered with this error, as a success names it (``via``)."""
+    via = LAST_ENTRY.get()
+    if via and "via" not in err.extra:
+        err.extra["via"] = via
+    return err
