@@ -13,6 +13,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from confluent_kafka import TopicPartition
+
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.handlers import ErrorHandling, ProducedRecord
 from instance.runtime.metrics import TaskMetrics
@@ -392,9 +394,17 @@ class StreamTask:
             self.processing_error(e, None, sched.node)
         self.metrics.punctuated(time.perf_counter_ns() - start)
 
-    def check_caught_up(self) -> None:
+    def check_caught_up(self, consumer: Any = None) -> None:
+        """Drop the inputs processed up to their end offset at assignment: by the last record
+        processed or, with nothing of the partition left buffered, by where ``consumer`` stands:
+        past the transaction markers that may follow the last record (an end offset counts them)."""
         positions = self.positions
-        self.catch_up_to = {t: end for t, end in self.catch_up_to.items() if positions.get(t, -1) + 1 < end}
+        left = {t: end for t, end in self.catch_up_to.items() if positions.get(t, -1) + 1 < end}
+        drained = [TopicPartition(t, self.partition) for t in left if not self.group.queues[t]]
+        if drained and consumer is not None:
+            at = {tp.topic: tp.offset for tp in consumer.position(drained)}
+            left = {t: end for t, end in left.items() if at.get(t, -1) < end}
+        self.catch_up_to = left
 
     def source_mark(self) -> bytes | None:
         """The input offsets this task has reached, for the header of a changelog record

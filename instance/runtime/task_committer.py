@@ -56,6 +56,33 @@ class GroupConsumer(Protocol):
 
     def consumer_group_metadata(self) -> Any: ...
 
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
+
+
+def committable_offsets(tasks: Sequence[StreamTask], consumer: GroupConsumer | None) -> list[TopicPartition]:
+    """The input offsets to commit: after each task's last processed record or, where the task has
+    nothing of the partition left buffered, where the consumer stands if that is further: past the
+    transaction markers that follow the last record of a partition written in transactions (a
+    repartition topic under exactly-once). Kafka Streams commits ``position()`` there too; without
+    it the group's lag stays at one for ever and a new owner takes its own answers for stale until
+    new input arrives. (The consumer's position counts only what it gave the application, so a
+    drained partition's position never skips a record.)"""
+    offsets: list[TopicPartition] = []
+    drained: list[TopicPartition] = []
+    for task in tasks:
+        queues = task.group.queues
+        for topic, off in task.committable.items():
+            tp = TopicPartition(topic, task.partition, off)
+            offsets.append(tp)
+            if not queues[topic]:
+                drained.append(tp)
+    if consumer is None or not drained:
+        return offsets
+    at = {(tp.topic, tp.partition): tp.offset for tp in consumer.position(drained)}
+    for tp in drained:
+        tp.offset = max(tp.offset, at.get((tp.topic, tp.partition), -1))
+    return offsets
+
 
 class TaskCommitter:
     """Commits the thread's tasks through its current producer, which it replaces once that one
@@ -88,8 +115,7 @@ class TaskCommitter:
             self.begin_txn()
         for task in running:
             task.flush()
-        offsets = [TopicPartition(topic, task.partition, off)
-                   for task in tasks for topic, off in task.committable.items()]
+        offsets = committable_offsets(tasks, consumer)
         try:
             if self.config.eos:
                 self._commit_transaction(offsets, tasks, consumer)

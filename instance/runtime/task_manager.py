@@ -126,7 +126,7 @@ class TaskManager:
         for task in self.tasks.values():
             n += task.process()
             if task.catch_up_to:
-                task.check_caught_up()
+                task.check_caught_up(self.consumer)
             if task.caught_up is not None and task.has_buffered:
                 self.buffered = True  # held back for an input not caught up: try again next loop
         return n
@@ -178,6 +178,9 @@ class TaskManager:
         self.committer.commit([t for t in tasks if t.lifecycle.running], tasks, self.consumer)
         self.standby.checkpoint_all()
         self.last_commit = time.monotonic()
+        for task in tasks:
+            if task.catch_up_to:  # idle since its assignment: only markers may have been left to read
+                task.check_caught_up(self.consumer)
 
     def handle_lost_all(self) -> None:
         """Kafka Streams' handleLostAll: abort an open transaction, close every task dirty (their
