@@ -23,6 +23,9 @@ class Hold(enum.Enum):
     RESTORE = "restore"
     #: standby replicas apply no changelog record: their lag grows with the active's writes
     STANDBY = "standby"
+    #: stream threads take no periodic (or requested) commit: what they process stays uncommitted,
+    #: under exactly-once in a transaction left open, as a crash or an outage in mid-run finds it
+    COMMIT = "commit"
 
 
 def held(hold: Hold) -> bool:

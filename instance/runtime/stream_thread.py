@@ -26,6 +26,7 @@ from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector, producer_config
 from instance.runtime.departure import static_member_id
 from instance.runtime.handlers import ErrorHandling
+from instance.runtime.holds import Hold, held
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
 from instance.runtime.restore import StateRestoreListener
@@ -314,7 +315,7 @@ class StreamThread(threading.Thread):
             tm.collector.poll()
         elif not msgs and not restorer.active and tm.tasks and pace.idle_s > 0:
             self._idle(consumer, pace.idle_s)
-        if time.monotonic() - tm.last_commit >= pace.commit_s or tm.commit_requested():
+        if (time.monotonic() - tm.last_commit >= pace.commit_s or tm.commit_requested()) and not held(Hold.COMMIT):
             tm.commit()
 
     def _quiesce(self, tm: TaskManager, consumer: Consumer) -> None:

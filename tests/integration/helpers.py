@@ -12,6 +12,9 @@ from typing import Any
 import grpc
 
 from instance.local.cluster import LocalCluster, ensure_topic
+from instance.runtime.group_admin import GroupAdminError, list_transactions
+from instance.runtime.holds import Hold
+from instance.runtime.membership import owned_by
 from router.client.sync_client import QueryClient
 
 APP = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py")
@@ -61,3 +64,54 @@ def wait_until(cond: Callable[[], Any], timeout: float, what: str, logs: Callabl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs()}")
         time.sleep(0.2)
+
+
+def own_metadata(target: str) -> Any:
+    """The instance at ``target`` as its own Metadata reply describes it (None: no answer)."""
+    try:
+        with QueryClient(target, timeout=5) as q:
+            md = q.metadata()
+    except grpc.RpcError:
+        return None
+    return next((i for i in md.instances if i.instance_id == md.asked), None)
+
+
+def transaction_open(bootstrap: str, application_id: str, instance_id: str) -> bool:
+    """Whether the broker lists a transaction of instance ``instance_id`` as Ongoing (ListTransactions):
+    it has written records that are neither committed nor aborted (False when it does not answer)."""
+    mine = owned_by(application_id, instance_id)
+    try:
+        return any(mine(tid) for tid, _, _ in list_transactions(bootstrap, ("Ongoing",)))
+    except GroupAdminError:
+        return False
+
+
+def hold_commits_mid_run(cluster: LocalCluster, which: list[int], bootstrap: str, exactly_once: bool,
+                         feed: Callable[[], object], timeout: float = 120.0) -> None:
+    """Catch instances ``which`` in mid-run, whatever the machine's speed: hold their commits
+    (Hold.COMMIT; the caller releases it), ``feed`` them input, and wait until one of them has
+    processed records since the hold (work no commit covers: the processing came after any
+    commit under way when the hold began, on the same thread) and, under exactly-once, has a
+    transaction the broker lists as Ongoing. A crash or an outage from then on finds that work
+    in flight."""
+    cluster.hold(Hold.COMMIT, which)
+    targets = {i: cluster.instances[i].target for i in which}
+
+    def processed() -> dict[int, int] | None:
+        got = {i: own_metadata(t) for i, t in targets.items()}
+        if any(m is None for m in got.values()):
+            return None
+        return {i: m.counters.records_processed for i, m in got.items()}
+    base = wait_until(processed, timeout, "the held instances' counters", cluster.logs)
+    feed()
+
+    def in_flight() -> bool:
+        for i, t in targets.items():
+            m = own_metadata(t)
+            if m is None or m.counters.records_processed <= base[i]:
+                continue
+            if not exactly_once or transaction_open(bootstrap, cluster.application_id, m.instance_id):
+                return True
+        return False
+    wait_until(in_flight, timeout, f"instances {which} to process records with their commits held"
+               + (" and a transaction of theirs open" if exactly_once else ""), cluster.logs)

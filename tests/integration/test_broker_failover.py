@@ -3,6 +3,9 @@ that leads the input and changelog partitions while input flows. Nothing is lost
 exact, and the counts converge within the leader election plus the usual catch-up.
 
 Apache Kafka only: the dev broker runs one node (its restart is test_broker_outage.py).
+
+Input is written before the kill and after it whatever the machine's speed: the feeder holds its
+last chunks back until the broker is killed, so the producer has to get through the election.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ pytestmark = [
 ]
 
 LINES = 8_000
+CHUNK = 500
+#: chunks the feeder writes only once the leader is killed
+AFTER_KILL = 4
 
 
 def _leaders(bootstrap: str, topics: list[str]) -> collections.Counter[int]:
@@ -53,9 +59,16 @@ def test_kill9_the_partition_leader_mid_run(tmp_path: Path, unique: str, guarant
         try:
             cluster.wait_running(120)
             changelog = f"{cluster.application_id}-counts-changelog"
-            feeding = threading.Thread(target=lambda: [
-                produce(bootstrap, topic, ((None, t.encode()) for t in lines[i:i + 500])) or time.sleep(0.2)
-                for i in range(0, LINES, 500)], daemon=True)
+            killed = threading.Event()
+            chunks = [lines[i:i + CHUNK] for i in range(0, LINES, CHUNK)]
+
+            def feed() -> None:
+                for n, chunk in enumerate(chunks):
+                    if n == len(chunks) - AFTER_KILL:
+                        killed.wait(300)
+                    produce(bootstrap, topic, ((None, t.encode()) for t in chunk))
+                    time.sleep(0.2)
+            feeding = threading.Thread(target=feed, daemon=True)
             feeding.start()
             target = cluster.instances[0].target
             with QueryClient(target, timeout=5) as q:
@@ -65,6 +78,7 @@ def test_kill9_the_partition_leader_mid_run(tmp_path: Path, unique: str, guarant
             victim = leaders.most_common(1)[0][0]
             assert kafka_broker.stop_node(broker_dir, victim, signal.SIGKILL)
             killed_at = time.monotonic()
+            killed.set()
             feeding.join(120)
             assert not feeding.is_alive(), "the producer did not get through the leader election"
             wait_for_counts(target, truth, cluster, exact=guarantee == "exactly_once_v2")

@@ -1,4 +1,9 @@
-"""kill -9 in the middle of a run: at-least-once loses nothing, exactly_once_v2 is exact."""
+"""kill -9 in the middle of a run: at-least-once loses nothing, exactly_once_v2 is exact.
+
+The middle of the run is held open by the test: the victim's commits are held (Hold.COMMIT,
+instance/runtime/holds.py) until it has processed records no commit covers (under exactly-once,
+until its transaction is open on the broker), then it is killed, whatever the machine's speed.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from instance.local.cluster import LocalCluster, produce, sample_lines
-from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
+from instance.runtime.holds import Hold
+from tests.integration.helpers import hold_commits_mid_run, query_all, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -43,9 +49,9 @@ def wait_for_counts(target: str, truth: Counter[str], cluster: LocalCluster, exa
 
 @pytest.mark.parametrize(("guarantee", "kill_at"), [
     ("at_least_once", 10), ("exactly_once_v2", 10),
-    # early: the killed instance most likely still has a transaction open on the repartition
-    # topic, which its restart must abort (the dev broker never times it out) without its next
-    # producer's records being skipped by read_committed readers (runtime/membership.py)
+    # early; under exactly-once the killed instance has a transaction open (held so), which its
+    # restart must abort (the dev broker never times it out) without its next producer's records
+    # being skipped by read_committed readers (runtime/membership.py)
     ("exactly_once_v2", 50),
 ])
 def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: str, kill_at: int) -> None:
@@ -56,10 +62,12 @@ def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: s
     lines = sample_lines(LINES, seed=5)
     truth = word_counts(lines)
     words = sorted(truth)
+    eos = guarantee == "exactly_once_v2"
+    half = LINES // 2
     cluster.start()
     try:
         cluster.wait_running(120)
-        produce(bootstrap, topic, ((None, t.encode()) for t in lines))
+        produce(bootstrap, topic, ((None, t.encode()) for t in lines[:half]))
         target = cluster.instances[0].target
 
         def some_progress() -> bool:
@@ -67,14 +75,19 @@ def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: s
             return all(v and v > truth[w] // kill_at for w, v in got.items())
 
         wait_until(some_progress, 120, f"1/{kill_at} of the input to be counted", cluster.logs)
+        # the rest of the input comes while instance 1's commits are held: it is killed with work
+        # no commit covers (under exactly-once, its transaction open), however fast it runs
+        hold_commits_mid_run(cluster, [1], bootstrap, eos,
+                             lambda: produce(bootstrap, topic, ((None, t.encode()) for t in lines[half:])))
         cluster.signal(1, signal.SIGKILL)
         cluster.wait_exit(1, 30)
+        cluster.release(Hold.COMMIT, [1])
         cluster.start([1])  # same instance id and state dir
 
-        wait_for_counts(target, truth, cluster, exact=guarantee == "exactly_once_v2")
+        wait_for_counts(target, truth, cluster, exact=eos)
         final = query_all(target, words)
         assert set(final) == set(truth)
-        if guarantee == "exactly_once_v2":
+        if eos:
             assert final == dict(truth)
         else:
             assert all(final[w] >= truth[w] for w in words)
@@ -84,9 +97,9 @@ def test_kill9_mid_run(bootstrap: str, tmp_path: Path, unique: str, guarantee: s
 
 def test_kill9_with_a_transaction_open_survivor_takes_over_exactly(bootstrap: str, tmp_path: Path,
                                                                     unique: str) -> None:
-    """exactly_once_v2, killed while input flows and with a long commit interval, so the killed
-    instance almost surely leaves a transaction open on the repartition topic. It is not
-    restarted: the survivor must fence that transaction (the dev broker never times it out;
+    """exactly_once_v2, killed as input trickles in, its commits held (Hold.COMMIT) until its
+    transaction is open on the broker, so the killed instance leaves a transaction open. It is
+    not restarted: the survivor must fence that transaction (the dev broker never times it out;
     runtime/membership.py), or read_committed readers stay at the last stable offset and the
     counts never complete."""
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 2, "processing.guarantee=exactly_once_v2",
@@ -109,8 +122,7 @@ def test_kill9_with_a_transaction_open_survivor_takes_over_exactly(bootstrap: st
                 time.sleep(0.2)
 
         feeder = threading.Thread(target=trickle)
-        feeder.start()
-        time.sleep(1.5)
+        hold_commits_mid_run(cluster, [1], bootstrap, True, feeder.start)
         cluster.signal(1, signal.SIGKILL)
         cluster.wait_exit(1, 30)
         feeder.join(60)

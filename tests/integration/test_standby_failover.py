@@ -1,6 +1,11 @@
 """num.standby.replicas=1: kill -9 the active owner of a key, not restarted. The standby answers at
 once, flagged STANDBY and stale with its lag; within session.timeout.ms + 10 s the survivors own
-every task, the standby's instance is the new active (warm takeover) and answers with stale=false."""
+every task, the standby's instance is the new active (warm takeover) and answers with stale=false.
+
+The window in which only the standby can answer (from the kill until the dead member's session
+times out) is held open by session.timeout.ms: SESSION_S, long against the moments an answer
+takes on a busy machine, so the STANDBY answer is seen before the takeover ends it.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +22,13 @@ from tests.integration.helpers import query_all, wait_until, word_counts, wordco
 
 pytestmark = pytest.mark.integration
 
+#: session.timeout.ms, in seconds: the takeover window the standby's answer is looked for in
+SESSION_S = 20
+
 
 def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: Path, unique: str) -> None:
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 3, "num.standby.replicas=1",
-                                       "commit.interval.ms=300", "session.timeout.ms=6000")
+                                       "commit.interval.ms=300", f"session.timeout.ms={SESSION_S * 1000}")
     lines = sample_lines(5000, seed=3)
     truth = word_counts(lines)
     cluster.start()
@@ -58,7 +66,7 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
                 seen.append((r.value, r.metadata))
                 return r.metadata if r.metadata["role"] == "STANDBY" and r.value == truth[word] else None
 
-            meta = wait_until(standby_answer, 30, "an answer from the standby",
+            meta = wait_until(standby_answer, SESSION_S, "an answer from the standby before the takeover",
                               lambda: f"truth {truth[word]}; first answers {seen[:5]}; last answers {seen[-3:]}; "
                                       f"{len(seen)} in all\n{cluster.logs()}")
             t_standby = time.monotonic() - t_kill
@@ -74,9 +82,10 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
                 return r.metadata if r.metadata["role"] == "ACTIVE" and not r.metadata["stale"] \
                     and r.value == truth[word] else None
 
-            meta = wait_until(active_answer, 60, "a non-stale answer from a new active", cluster.logs)
+            meta = wait_until(active_answer, SESSION_S + 60, "a non-stale answer from a new active", cluster.logs)
             t_active = time.monotonic() - t_kill
-            assert t_active < 6 + 10, f"takeover took {t_active:.1f}s > session.timeout.ms + 10 s"
+            # the issue's bound on a takeover (docs/benchmarks.md)
+            assert t_active < SESSION_S + 10, f"takeover took {t_active:.1f}s > session.timeout.ms + 10 s"
             # warm takeover: the task became active where its standby was
             assert meta["served_by"] == heir
         print(f"\nkill -9 -> first STANDBY answer {t_standby:.2f}s, first non-stale ACTIVE answer {t_active:.2f}s "
