@@ -44,8 +44,12 @@ def _sum(text: str, name: str) -> float:
 
 def test_metrics_endpoint_reports_known_input(bootstrap: str, tmp_path: Path, unique: str) -> None:
     port = free_port()
+    # the rates and maxima are over the sampled windows (2 x 30 s by default): a scrape later than
+    # that after the processing or the restore, on a busy machine, would read them empty. Windows
+    # of 10 min keep them for the whole test
     cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 1, f"iqmesh.metrics.port={port}",
                                        "metrics.recording.level=DEBUG", "commit.interval.ms=200",
+                                       "metrics.sample.window.ms=600000",
                                        "processing.exception.handler=log-and-continue", "iqmesh.in.memory.stores=true",
                                        partitions=2)
     words = sum(word_counts(LINES).values())

@@ -60,8 +60,9 @@ def test_topics_produce_and_consume_with_serdes(bootstrap: str, unique: str, tmp
     _run("topic", "create", jtopic, *b)
     assert _json_lines(_run("produce", "--topic", jtopic, "--value-serializer", "json", *b,
                             stdin='{"a": 1}\n[1, 2]\n'))[0]["records"] == 2
+    # (--timeout counts from the start too: long enough for the first fetch on a busy machine)
     got = _json_lines(_run("consume", "--topic", jtopic, "--from-beginning", "--value-deserializer", "json",
-                           "--timeout", "3", *b))
+                           "--timeout", "15", *b))
     assert sorted(json.dumps(r["value"]) for r in got) == ['[1, 2]', '{"a": 1}'] and all(r["key"] is None for r in got)
 
     # mistakes: one line each, naming what to change

@@ -25,6 +25,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from instance.local.cluster import produce, sample_lines
 from router.client.async_client import AsyncQueryClient
+from router.client.forward import FORWARD_TIMEOUT_S
 from router.client.sync_client import QueryClient
 from router.rpc import iqmesh_pb2 as pb
 from router.rpc import iqmesh_pb2_grpc as pb_grpc
@@ -125,19 +126,21 @@ def test_routing_clients_health_reflection_and_recovery(bootstrap: str, tmp_path
         # --- the hop carries the caller's deadline ----------------------------------------------
         cluster.signal(2, signal.SIGSTOP)
         try:
-            t0 = time.monotonic()  # the routing client keeps to its caller's deadline, retries included
+            # the routing client keeps to its caller's deadline, retries included: it ends within
+            # 1 s and the wake-up of a busy machine, far below what it would take otherwise (one
+            # attempt of FORWARD_TIMEOUT_S, or the client's own 10 s timeout)
+            t0 = time.monotonic()
             with pytest.raises(grpc.RpcError):
                 q.get(STORE, owned[0], timeout=1.0)
-            assert time.monotonic() - t0 < 1.5
-            t0 = time.monotonic()
+            assert time.monotonic() - t0 < FORWARD_TIMEOUT_S
             with pytest.raises(grpc.RpcError) as e:
                 stub.Get(pb.GetRequest(store=STORE, key=owned[0]), timeout=DEADLINE_S)
-            elapsed = time.monotonic() - t0
         finally:
             cluster.signal(2, signal.SIGCONT)
-        # the seed gave up on the silent owner within the deadline and said so (UNAVAILABLE);
-        # a hop with its own 5 s timeout would have left the caller with DEADLINE_EXCEEDED
-        assert e.value.code() is grpc.StatusCode.UNAVAILABLE and elapsed < DEADLINE_S, (e.value, elapsed)
+        # the seed gave up on the silent owner within the deadline and said so (UNAVAILABLE: an
+        # answer before the caller's deadline, which would otherwise have ended the call with
+        # DEADLINE_EXCEEDED); a hop with its own 5 s timeout would have left the caller with that
+        assert e.value.code() is grpc.StatusCode.UNAVAILABLE, e.value
 
         # --- one instance stops: NOT_SERVING, then both clients refresh their tables -------------
         statuses: list[int] = []
@@ -152,11 +155,11 @@ def test_routing_clients_health_reflection_and_recovery(bootstrap: str, tmp_path
                 pass  # the server went away
         follower = threading.Thread(target=follow, daemon=True)
         follower.start()
-        wait_until(lambda: SERVING in statuses, 10, "the health watch to report SERVING")
+        wait_until(lambda: SERVING in statuses, 60, "the health watch to report SERVING")
         old_table = q.table
         cluster.signal(2, signal.SIGTERM)
         assert cluster.wait_exit(2, 60) == 0
-        follower.join(10)
+        follower.join(60)
         assert statuses[statuses.index(SERVING):].count(NOT_SERVING) >= 1, statuses
 
         after = _answers(q, words, timeout=60)

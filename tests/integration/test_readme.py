@@ -2,7 +2,8 @@
 subprocess of its own (bash, from the repository's root, `iqmesh` on PATH as `source
 .venv/bin/activate` puts it), a command ending in `&` runs in the background and `kill %1` stops
 it. Only the addresses change, so the run starts its own dev broker and does not clash with
-anything else on the machine: port 9092, port 50051, /tmp/wc-0 and .iqmesh/broker."""
+anything else on the machine: port 9092, port 50051, /tmp/wc-0 and .iqmesh/broker (and the
+`get --wait` deadline, longer for a busy machine)."""
 
 from __future__ import annotations
 
@@ -39,14 +40,17 @@ def _command(line: str) -> str:
     return re.split(r"\s+#\s", line, maxsplit=1)[0].strip()
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_the_using_it_sequence_runs_as_written(tmp_path: Path) -> None:
     commands = using_it()
     assert commands[0].startswith("source .venv/bin/activate"), commands[0]
     broker_port, grpc_port = free_port(), free_port()
     broker_dir = tmp_path / "broker"
+    # and one deadline: `get --wait 30` waits for the instance started just before to join, be
+    # assigned and count, which on a busy machine (CI runs two suites on two cores) can take
+    # longer; a longer wait only ends later when it fails
     subs = {"9092": str(broker_port), "50051": str(grpc_port), "/tmp/wc-0": str(tmp_path / "wc-0"),
-            ".iqmesh/broker": str(broker_dir)}
+            ".iqmesh/broker": str(broker_dir), "--wait 30": "--wait 150"}
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONUNBUFFERED": "1"}
     background: list[subprocess.Popen[bytes]] = []
@@ -67,7 +71,7 @@ def test_the_using_it_sequence_runs_as_written(tmp_path: Path) -> None:
                                                    stdout=log, stderr=subprocess.STDOUT))
                 log.close()
                 continue
-            done = subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
             assert done.returncode == 0, f"{line}\n{done}\n" + "".join(
                 (tmp_path / f"bg-{i}.log").read_text() for i in range(len(background)))
             outputs.append((cmd, done.stdout))

@@ -26,6 +26,7 @@ from instance.local.cluster import produce, sample_lines
 from instance.runtime.group_admin import GroupMember, remove_members
 from instance.runtime.wire_auth import BrokerAuth
 from router.client.sync_client import QueryClient
+from router.client.watch_client import Change
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 from tests.integration.test_crash_recovery import wait_for_counts
 
@@ -70,11 +71,16 @@ def test_word_count_queries_watch_gateway_and_snapshot_on_sasl_ssl(tmp_path: Pat
             cluster.wait_running(120)
             target = cluster.instances[0].target
             with QueryClient(target, timeout=10) as q:
-                watch = q.watch("counts", "kafka", from_beginning=True, timeout=120)
                 produce(bootstrap, topic, ((None, t.encode()) for t in text), kafka=kafka)
                 wait_for_counts(target, truth, cluster, exact=True)
+                # from the beginning, so it has every committed count whenever it starts; made
+                # after the counts are in, so its deadline is its own (a watch's counts from its
+                # creation, and the counting before could take as long on a busy machine)
+                watch = q.watch("counts", "kafka", from_beginning=True, timeout=120)
                 seen = []
                 for change in watch:
+                    if not isinstance(change, Change):
+                        continue  # a routing event
                     seen.append(change.value)
                     if change.value == truth["kafka"]:
                         break
@@ -128,8 +134,10 @@ def _a_static_member_is_removed_over_sasl_ssl(bootstrap: str, kafka: dict[str, s
     group, topic = f"static-{unique}", f"static-{unique}"
     admin = AdminClient({"bootstrap.servers": bootstrap, **kafka})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    # the group keeps the closed static member for its session timeout: 5 min holds it there
+    # until it is removed below, however slow the machine (60 s was a window a busy one could miss)
     consumer = Consumer({"bootstrap.servers": bootstrap, **kafka, "group.id": group,
-                         "group.instance.id": "pod-0-1", "session.timeout.ms": 60000})
+                         "group.instance.id": "pod-0-1", "session.timeout.ms": 300000})
     consumer.subscribe([topic])
     wait_until(lambda: consumer.poll(0.5) is None and bool(consumer.assignment()), 60, "the static member's assignment")
     consumer.close()  # a static member sends no LeaveGroup: the group keeps it for session.timeout.ms

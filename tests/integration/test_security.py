@@ -74,7 +74,7 @@ def _sse(url: str, ctx: ssl.SSLContext, token: str) -> tuple[int, str]:
         return e.code, e.read().decode()
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(400)
 def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, unique: str) -> None:
     cert, key = self_signed(tmp_path)
     settings = [f"iqmesh.tls.cert.file={cert}", f"iqmesh.tls.key.file={key}", f"iqmesh.tls.ca.file={cert}",
@@ -116,8 +116,8 @@ def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, 
         props = tmp_path / "client.properties"
         props.write_text(f"iqmesh.tls.ca.file={cert}\niqmesh.auth.token={TOKEN}\n")
         out = subprocess.run([sys.executable, "-m", "instance.cli", "watch", "--target", seed, "--store", STORE,
-                              "--key", elsewhere, "--from-beginning", "--limit", "1", "--duration", "30",
-                              "--config-file", str(props)], capture_output=True, text=True, timeout=60)
+                              "--key", elsewhere, "--from-beginning", "--limit", "1", "--duration", "90",
+                              "--config-file", str(props)], capture_output=True, text=True, timeout=150)
         assert out.returncode == 0, out
         change, end = (json.loads(line) for line in out.stdout.splitlines())
         assert change["key"] == elsewhere and end["end"]["changes"] == 1, out.stdout

@@ -131,7 +131,7 @@ def test_listener_is_called_outside_the_lock() -> None:
         # another thread)
         t = threading.Thread(target=lambda: seen.append(m.state) if m.wait_for({new}, 1.0) else None)
         t.start()
-        t.join(2.0)
+        t.join(30.0)  # at once, unless the lock is held (then only after the listener): a deadline only
 
     m.listener = listener
     m.set(RB)

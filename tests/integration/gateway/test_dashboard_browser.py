@@ -21,7 +21,7 @@ from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
-WAIT_S = 30
+WAIT_S = 60  # the deadline of each wait on the page (generous: only its upper bound)
 
 
 def test_dashboard_lists_instances_and_looks_up_a_key(gateway_cluster: GatewayCluster, browser: Any,

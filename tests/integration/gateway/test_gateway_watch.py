@@ -21,6 +21,8 @@ from tests.integration.helpers import wait_until
 pytestmark = pytest.mark.integration
 
 WORD = "ssewatched"
+#: the deadline of each wait on a condition (generous: only its upper bound)
+WAIT_S = 60
 
 
 def read_events(url: str, headers: dict[str, str] | None = None,
@@ -58,11 +60,18 @@ def test_watch_streams_changes_and_resumes_from_the_last_event_id(gateway_cluste
             failed.append(e)
     reader = threading.Thread(target=follow, daemon=True)
     reader.start()
-    wait_until(lambda: events or failed, 20, "the start event", gc.logs)
+    wait_until(lambda: events or failed, WAIT_S, "the start event", gc.logs)
     for i in range(1, 4):
         produce(gc.bootstrap, _topic(gc), [(None, WORD.encode())])
-        wait_until(lambda i=i: _count(gc) == i, 30, f"count {i}", gc.logs)
-    reader.join(60)
+        # the next word only once this count is committed and streamed: a count read from the
+        # store may still be in its cache, and two increments within one commit interval are one
+        # changelog record, so one change event
+        def changed(i: int = i) -> bool:
+            return bool(failed) or _changes(events)[-1:] == [i]
+        wait_until(changed, WAIT_S, f"the change to {i}", gc.logs)
+        assert not failed, failed
+    assert _count(gc) == 3
+    reader.join(WAIT_S)
     assert not reader.is_alive() and not failed, failed
     gc.truth[WORD] = 3
 
@@ -90,10 +99,11 @@ def test_watch_streams_changes_and_resumes_from_the_last_event_id(gateway_cluste
     resumed: list[dict[str, Any]] = []
     reader = threading.Thread(target=next_change, daemon=True)
     reader.start()
-    wait_until(lambda: resumed or failed, 20, "the start event", gc.logs)
+    wait_until(lambda: resumed or failed, WAIT_S, "the start event", gc.logs)
     produce(gc.bootstrap, _topic(gc), [(None, WORD.encode())])
     gc.truth[WORD] = 4
-    reader.join(60)
+    reader.join(WAIT_S)
+    assert not reader.is_alive(), "the resumed stream did not end after its one change"
     assert not failed, failed
     assert [(e["event"], e["data"].get("value")) for e in resumed] == [("start", None), ("change", 4)]
 
@@ -112,6 +122,11 @@ def test_bad_watch_requests_are_json_errors(gateway_cluster: GatewayCluster) -> 
 
 def _topic(gc: GatewayCluster) -> str:
     return f"lines-{gc.cluster.application_id.removeprefix('wc-')}"
+
+
+def _changes(events: list[dict[str, Any]]) -> list[Any]:
+    """The values of the change events so far."""
+    return [e["data"]["value"] for e in list(events) if e.get("event") == "change"]
 
 
 def _count(gc: GatewayCluster) -> int | None:

@@ -36,21 +36,28 @@ def test_counters_and_metrics_reflect_the_queries(gateway_cluster: GatewayCluste
     gc = gateway_cluster
     asked = gc.cluster.instances[0]
     me = asked.instance_id
-    # the input was processed (the count store is complete) and the counters of earlier tests' queries
-    # are published: the counters must be the same for 3 s (3 heartbeats) before this test's queries
-    settled: dict[str, Any] = {"at": 0.0, "counters": None}
+    # the baseline: every instance's counters as they stand now, the earlier tests' queries
+    # included. The counters are published with the metadata (a heartbeat about once a second,
+    # later on a busy machine); one published after ``now_ms`` was computed after it (an
+    # instance computes its counters as it stamps its heartbeat), and nothing queries the
+    # instances in between, so it holds every earlier query
+    now_ms = int(time.time() * 1000)
+    seen_before: list[Any] = []
 
-    def quiet() -> dict[str, dict[str, Any]] | None:
-        now = _instances(gc)
-        counters = {iid: i["counters"] for iid, i in now.items()}
-        if counters != settled["counters"]:
-            settled.update(at=time.monotonic(), counters=counters)
-            return None
-        processed = sum(c["records_processed"] for c in counters.values())
+    def published_after_now() -> dict[str, dict[str, Any]] | None:
+        status, body = gc.get("/v1/instances")
+        assert status == 200, body
+        # the snapshot's own time less the age the asked instance gave each heartbeat: no later
+        # than the heartbeat's stamp (the asked instance measured the age after the snapshot began)
+        stamped = {i["instance_id"]: body["at_ms"] - i["heartbeat_age_ms"] for i in body["instances"]}
+        seen_before[:] = [stamped]
+        now = {i["instance_id"]: i for i in body["instances"]}
+        processed = sum(i["counters"]["records_processed"] for i in now.values())
         # lines by the first sub-topology, then one record per word by the second
         done = processed >= len(lines()) + sum(gc.truth.values())
-        return now if done and time.monotonic() - settled["at"] >= 3.0 else None
-    before = wait_until(quiet, 60, "the counters to settle", gc.logs)
+        return now if done and len(now) == 3 and all(t > now_ms for t in stamped.values()) else None
+    before = wait_until(published_after_now, 60, "every instance's counters published after the baseline's time",
+                        lambda: f"heartbeats stamped at {seen_before}, baseline at {now_ms}\n{gc.logs()}")
     assert set(before) == {i.instance_id for i in gc.cluster.instances}
 
     # asked straight through a gRPC stub (the routing client would send each key to its owner)
@@ -88,7 +95,7 @@ def test_counters_and_metrics_reflect_the_queries(gateway_cluster: GatewayCluste
               and c["query_errors"].get("NOT_FOUND", 0) == b["query_errors"].get("NOT_FOUND", 0) + 1
               and c["get_seconds"] > b["get_seconds"])
         return now if ok else None
-    now = wait_until(counted, 30, "the instances' counters to show the queries",
+    now = wait_until(counted, 60, "the instances' counters to show the queries",
                      lambda: f"asked {me}: {local} local, {forwarded} forwarded, {entries} entries; "
                              f"before { {iid: i['counters'] for iid, i in before.items()} }, "
                              f"last seen {seen[0]}\n{gc.logs()}")
@@ -96,7 +103,7 @@ def test_counters_and_metrics_reflect_the_queries(gateway_cluster: GatewayCluste
     c = now[me]["counters"]
     text = wait_until(lambda: (lambda t: t if _metric(t, "iqmesh_instance_gets_total", instance=me, served="local")
                                == c["gets_local"] else None)(gc.fetch("/metrics")[2]),
-                      30, "/metrics to show the same counters", gc.logs)
+                      60, "/metrics to show the same counters", gc.logs)
     assert _metric(text, "iqmesh_instance_gets_total", instance=me, served="forwarded") == c["gets_forwarded"]
     assert _metric(text, "iqmesh_instance_query_errors_total", instance=me, code="NOT_FOUND") == \
         c["query_errors"]["NOT_FOUND"]
@@ -113,4 +120,4 @@ def test_counters_and_metrics_reflect_the_queries(gateway_cluster: GatewayCluste
         def rate() -> float:
             stub.Get(pb.GetRequest(store="counts", key=words[0]), timeout=10)
             return float(_instances(gc)[me]["queries_per_s"])
-        assert wait_until(rate, 30, "queries/s of the asked instance to move", gc.logs) > 0
+        assert wait_until(rate, 60, "queries/s of the asked instance to move", gc.logs) > 0
