@@ -43,6 +43,9 @@ class Pod:
     restarts: int = 0
     terminating: bool = False
     exit_codes: list[int] = field(default_factory=list)
+    #: probe kind -> executions so far, over every container of the pod (a test waits on these to
+    #: know the kubelet has looked, instead of sleeping for some periods)
+    probe_runs: dict[str, int] = field(default_factory=dict)
     _proc: subprocess.Popen[bytes] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -125,6 +128,7 @@ class Pod:
                     continue
                 probe = self.probes[kind]
                 ok = probe.run(self.box, self.env)
+                self.probe_runs[kind] = self.probe_runs.get(kind, 0) + 1
                 due[kind] = time.monotonic() + probe.period_s
                 fails[kind], oks[kind] = (0, oks[kind] + 1) if ok else (fails[kind] + 1, 0)
                 if kind == "startup" and ok:

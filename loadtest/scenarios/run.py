@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from loadtest.k8s_sim.manifests import Rendered, render
 from loadtest.k8s_sim.network import NODE_IP, ClusterNetwork
 from loadtest.k8s_sim.smoke import K8S, EventLog, query_seed
@@ -191,6 +193,19 @@ class Scenario:
                 raise TimeoutError("the cluster did not settle after start")
             time.sleep(0.5)
 
+    def _wait_load(self, client: QueryClient, load: subprocess.Popen[bytes], before: int) -> None:
+        """Until the instances have answered queries since ``before`` (their Get counters, as
+        published): the load generator is up (its start-up takes seconds on a busy machine), so the
+        quiet period and the action are under load."""
+        deadline = time.monotonic() + self.s.timeout
+        while (_gets(client) or 0) <= before:
+            if load.poll() is not None:
+                raise RuntimeError(f"the load generator exited ({load.returncode}) before its first answer "
+                                   f"(see {self.root / 'loadgen.log'})")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no query of the load generator answered within {self.s.timeout:.0f} s")
+            time.sleep(0.2)
+
     def _wait_pod(self, ordinal: int, restarts: int) -> None:
         assert self.sts is not None
         deadline = time.monotonic() + self.s.timeout
@@ -246,11 +261,13 @@ class Scenario:
 
             ingest = Ingest(self.bootstrap, INPUT_TOPIC, self.s.ingest_rate)
             ingest.start()
+            gets_before = _gets(client) or 0  # nothing asks Gets before the load generator
             target = ["--grpc", seed] if self.s.protocol == "grpc" else ["--rest", self._gateway(seed, token)]
             load = self._spawn([sys.executable, "-m", "loadtest.loadgen", *target, "--token", token,
                                 "--rate", str(self.s.query_rate), "--duration", "0",
                                 "--max-in-flight", str(self.s.max_in_flight), "--out", str(load_dir),
                                 "--title", f"{self.name} ({self.s.engine})"], self.root / "loadgen.log")
+            self._wait_load(client, load, gets_before)
             self.log.mark("load on", f"{self.s.protocol} {self.s.query_rate:g}/s, ingest {self.s.ingest_rate:g}/s")
             watcher = Watcher(client, lambda: [p.name for p in list(sts.pods.values())], tasks, self.log.mark)
             watcher.start()
@@ -259,12 +276,14 @@ class Scenario:
             time.sleep(self.s.quiet_s)
             self.result["unserved_s"] = watcher.stop()
             self.result["unserved_episodes"] = watcher.episodes
+            self.log.mark("load off", "SIGTERM to the load generator")
+            load_off_wall = time.time()
             load.send_signal(signal.SIGTERM)
             load.wait(120)
             truth = ingest.stop()
             self.log.mark("ingest stopped", f"{ingest.acked} lines acknowledged")
             self.result.update(self._final_counts(client, truth, ingest))
-            self.result["load"] = self._load_result(load_dir)
+            self.result["load"] = self._load_result(load_dir, load_off_wall)
             self.result["restarts"] = {p.name: p.restarts for p in sts.pods.values()}
             client.close()
         finally:
@@ -288,12 +307,14 @@ class Scenario:
                 "records_lost": lost, "records_double_counted": doubled,
                 "unreadable_words": sum(1 for v in got.values() if v is None)}
 
-    def _load_result(self, load_dir: Path) -> dict[str, Any]:
+    def _load_result(self, load_dir: Path, off_wall: float) -> dict[str, Any]:
         path = load_dir / "result.json"
         if not path.exists():
             return {"error": f"no result (see {self.root / 'loadgen.log'})"}
         res: dict[str, Any] = json.loads(path.read_text())
         t0 = res["started_wall"]
+        #: how long the load generator ran its schedule: from its start to the SIGTERM that stopped it
+        res["ran_s"] = round(off_wall - t0, 2)
         events = [{**e, "t": round(e["wall"] - t0, 2)} for e in self.log.events
                   if e["event"] in PLOTTED and e["wall"] >= t0]
         png = plot(res["timeline"], events, self.out / f"{self.s.engine}-{self.name}.png",
@@ -315,6 +336,16 @@ class Scenario:
             self.result["exit_codes"] = self.sts.close()
         self.net.close()
         self.broker.stop()
+
+
+def _gets(client: QueryClient) -> int | None:
+    """Gets the instances have answered or forwarded, by the counters in their published metadata
+    (None when the Metadata call fails)."""
+    try:
+        md = client.metadata()
+    except grpc.RpcError:
+        return None
+    return sum(i.counters.gets_local + i.counters.gets_routed + i.counters.gets_forwarded for i in md.instances)
 
 
 def run_scenario(name: str, settings: Settings, root: Path, out: Path) -> dict[str, Any]:

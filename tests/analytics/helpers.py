@@ -49,3 +49,21 @@ def snapshot_rows(spark: Any, out: str | Path, store: str) -> Rows:
 
 def int_cut(manifest: dict[str, Any], store: str) -> dict[int, int]:
     return {int(p): int(o) for p, o in manifest["cut"][store].items()}
+
+
+def committed_to_end(bootstrap: str, group: str, input_topic: str) -> str | None:
+    """None once the application ``group`` has committed every partition of its input topic and
+    of its repartition topics up to the end; else what is behind. A commit flushes the stores first
+    (cached writes go to the changelog), so from then on the changelogs hold everything processed."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        md = c.list_topics(timeout=10)
+        repartition = sorted(t for t in md.topics if t.startswith(f"{group}-") and t.endswith("-repartition"))
+        topics = [input_topic, *repartition]
+        tps = [TopicPartition(t, p) for t in topics for p in md.topics[t].partitions]
+        done = c.committed(tps, timeout=10)
+        behind = {f"{tp.topic}[{tp.partition}]": (d.offset, high) for tp, d in zip(tps, done, strict=True)
+                  if (high := c.get_watermark_offsets(tp, timeout=10)[1]) > 0 and d.offset < high}
+        return f"committed (offset, end): {behind}" if behind else None
+    finally:
+        c.close()

@@ -67,7 +67,7 @@ def test_a_transaction_open_across_a_broker_restart(tmp_path: Path, unique: str)
 
         engines.stop(broker_dir)
         wait_until(lambda: producer.poll(0.05) >= 0 and any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in errors),
-                   "the producer to report every broker down", timeout=15)
+                   "the producer to report every broker down", timeout=60)
         for i in range(3):
             producer.produce(topic, value=f"during-{i}".encode(), partition=0)  # queued while away
         engines.start(engine, broker_dir, port=port)

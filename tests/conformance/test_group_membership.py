@@ -37,6 +37,11 @@ pytestmark = pytest.mark.integration
 
 SESSION_MS = 6000  # the dev broker rejects anything lower (Kafka's group.min.session.timeout.ms)
 SESSION_S = SESSION_MS / 1000
+#: a deadline for what follows an event at once (a rebalance, a read): generous, only an upper bound
+SETTLE_S = 60.0
+#: session and rebalance timeout of a member a test keeps in the group, dead or unpolled, while it
+#: looks (Apache Kafka would otherwise drop it after SESSION_S, whatever the test was doing by then)
+HELD_MS = 300_000
 
 # A group member in a child process: prints one JSON line per rebalance callback, polls until killed
 # (or until its parent is gone).
@@ -98,7 +103,7 @@ class Child:
         for line in self.proc.stderr:
             self.stderr.append(line.rstrip())
 
-    def wait_event(self, pred: Callable[[dict[str, Any]], bool], what: str, timeout: float = 30.0,
+    def wait_event(self, pred: Callable[[dict[str, Any]], bool], what: str, timeout: float = SETTLE_S,
                    poll: Iterable[Consumer] = ()) -> dict[str, Any]:
         def seen() -> bool:
             if self.proc.poll() is not None and not any(pred(e) for e in self.events):
@@ -133,16 +138,17 @@ def children() -> Iterator[list[Child]]:
             child.close()
 
 
-def member_conf(bootstrap: str, group: str, instance: str | None = None) -> dict[str, Any]:
+def member_conf(bootstrap: str, group: str, instance: str | None = None, session_ms: int = SESSION_MS,
+                max_poll_ms: int = 20000) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
         "partition.assignment.strategy": "range",
-        "session.timeout.ms": SESSION_MS,
+        "session.timeout.ms": session_ms,
         "heartbeat.interval.ms": 500,
-        "max.poll.interval.ms": 20000,  # also the rebalance timeout
+        "max.poll.interval.ms": max_poll_ms,  # also the rebalance timeout
     }
     if instance is not None:
         conf["group.instance.id"] = instance
@@ -151,8 +157,11 @@ def member_conf(bootstrap: str, group: str, instance: str | None = None) -> dict
 
 
 def spawn_member(made: list[Child], bootstrap: str, group: str, topic: str,
-                 instance: str | None = None) -> Child:
-    child = Child(CONSUMER_SCRIPT, json.dumps(member_conf(bootstrap, group, instance)), json.dumps([topic]))
+                 instance: str | None = None, held: bool = False) -> Child:
+    """A member in a child process; ``held``: its session and rebalance timeouts are HELD_MS, so
+    once killed it stays in the group until the test removes it."""
+    conf = member_conf(bootstrap, group, instance, *((HELD_MS, HELD_MS) if held else ()))
+    child = Child(CONSUMER_SCRIPT, json.dumps(conf), json.dumps([topic]))
     made.append(child)
     return child
 
@@ -210,7 +219,7 @@ def test_killed_member_is_not_evicted_and_starts_no_rebalance(bootstrap: str, ad
                   f"(session {SESSION_S:.0f}s); survivor kept {sorted(kept)} with no revoke")
         else:
             took = wait_until(lambda: parts(survivor) == everything, "the survivor to take over",
-                              SESSION_S + 15, poll=[survivor])
+                              SESSION_S + SETTLE_S, poll=[survivor])
             assert dead_id not in {m.member_id for m in describe_group_members(bootstrap, group)}
             assert log[:2] == ["revoke", "assign"]
             print(f"\nkill -9: dead member evicted, survivor owns everything {took:.1f}s after the kill")
@@ -236,19 +245,22 @@ def test_dead_leader_blocks_every_later_join(bootstrap: str, admin: AdminClient,
         if ON_DEV_BROKER:
             waited = poll_for(15, [follower, newcomer], stop=lambda: bool(parts(newcomer)))
             assert not parts(newcomer), f"the newcomer got {sorted(parts(newcomer))} with the leader dead"
-            # the join started a rebalance: the follower gave its partitions up and got none back
-            assert not parts(follower), f"the follower still holds {sorted(parts(follower))}"
+            # the join started a rebalance: the follower gives its partitions up and gets none back
+            # (the rebalance cannot complete: the newcomer has nothing all along)
+            wait_until(lambda: not parts(follower), "the follower to give its partitions up", SETTLE_S,
+                       poll=[follower, newcomer])
+            assert not parts(newcomer), f"the newcomer got {sorted(parts(newcomer))} with the leader dead"
             print(f"\ndead leader: a new member's join did not complete in {waited:.1f}s; "
                   "the follower's partitions were revoked and not given back")
             dead = [m for m in describe_group_members(bootstrap, group) if m.member_id == dead_id]
             assert remove_members(bootstrap, group, dead) == {dead_id: "NONE"}
             took = wait_until(lambda: covers_exactly_once([follower, newcomer], everything),
-                              "the group to recover once the dead leader is removed", 15,
+                              "the group to recover once the dead leader is removed", SETTLE_S,
                               poll=[follower, newcomer])
             print(f"...removing the dead leader after that recovered the group in {took:.2f}s")
         else:
             took = wait_until(lambda: covers_exactly_once([follower, newcomer], everything),
-                              "the group to rebalance without the dead leader", SESSION_S + 15,
+                              "the group to rebalance without the dead leader", SESSION_S + SETTLE_S,
                               poll=[follower, newcomer])
             print(f"\ndead leader: evicted, new member assigned {took:.1f}s after the kill")
 
@@ -265,14 +277,16 @@ def test_remove_members_recovers_the_group(bootstrap: str, admin: AdminClient, u
         dying_name, live_name, new_name = next(names), next(names), next(names)
         with consumers(member_conf(bootstrap, group, live_name), member_conf(bootstrap, group, new_name)) as (
                 live, newcomer):
+            # the dying member's session and rebalance timeouts are HELD_MS: dead, it stays in the
+            # group until the test removes it, on Apache Kafka too, however long the test takes
             if dead_leads:
-                dying = spawn_member(made, bootstrap, group, topic, dying_name)
+                dying = spawn_member(made, bootstrap, group, topic, dying_name, held=True)
                 dying.wait_event(lambda e: e["event"] == "assign" and len(e["parts"]) == 4, "the leader's assignment")
                 live.subscribe([topic])
             else:
                 live.subscribe([topic])
                 wait_until(lambda: parts(live) == everything, "the leader's assignment", poll=[live])
-                dying = spawn_member(made, bootstrap, group, topic, dying_name)
+                dying = spawn_member(made, bootstrap, group, topic, dying_name, held=True)
             wait_until(lambda: len(parts(live)) == 2 and parts(live) | assigned(dying) == everything,
                        "two members to share the topic", poll=[live])
             dead_id = dying.events[-1]["member"]
@@ -290,7 +304,7 @@ def test_remove_members_recovers_the_group(bootstrap: str, admin: AdminClient, u
             sent = time.monotonic() - start
             assert result == {dead_id: "NONE"}
             took = wait_until(lambda: covers_exactly_once(survivors, everything),
-                              "the survivors to own every partition", 15, poll=survivors)
+                              "the survivors to own every partition", SETTLE_S, poll=survivors)
             assert dead_id not in {m.member_id for m in describe_group_members(bootstrap, group)}
             print(f"\nremove_members ({'static' if static else 'dynamic'} "
                   f"{'leader' if dead_leads else 'follower'}): answered in {sent:.2f}s, "
@@ -314,7 +328,10 @@ def test_offset_commit_once_a_rebalance_started(bootstrap: str, admin: AdminClie
     create_topics(admin, {topic: 2})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"commit-{unique}"})
     producer.init_transactions(30)
-    with consumers(member_conf(bootstrap, group), member_conf(bootstrap, group)) as (member, joiner):
+    # the member is not polled while the test looks at the rebalance it holds open: its rebalance
+    # timeout (max.poll.interval.ms) is HELD_MS, so neither it nor the broker gives the round up first
+    conf = member_conf(bootstrap, group, max_poll_ms=HELD_MS)
+    with consumers(conf, conf) as (member, joiner):
         member.subscribe([topic])
         wait_until(lambda: len(parts(member)) == 2, "the first member's assignment", poll=[member])
         member.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)  # stable group: accepted
@@ -353,19 +370,21 @@ def test_offset_commit_once_a_rebalance_started(bootstrap: str, admin: AdminClie
 
 
 def test_zombie_transaction_pins_the_last_stable_offset(bootstrap: str, admin: AdminClient, unique: str) -> None:
-    """Two producers die with a transaction open: partition 0's (transaction.timeout.ms=10000) is left
-    alone, partition 1's (60000) is fenced by a new producer with its transactional.id."""
+    """Three producers die with a transaction open: partition 0's and 1's with a transaction
+    timeout far beyond the test (HELD_MS: open for as long as the test looks at them, whatever the
+    machine's speed), partition 1's then fenced by a new producer with its transactional.id, and
+    partition 2's (transaction.timeout.ms=10000) left to time out."""
     topic = f"zombie-{unique}"
-    create_topics(admin, {topic: 2})
+    create_topics(admin, {topic: 3})
     plain = Producer({"bootstrap.servers": bootstrap})
-    for p in (0, 1):
+    for p in (0, 1, 2):
         for i in range(3):
             plain.produce(topic, value=f"before-{i}".encode(), partition=p)
     assert plain.flush(30) == 0
-    timeouts = {0: 10_000, 1: 60_000}
-    txn_ids = {p: f"zombie-{unique}-{p}" for p in (0, 1)}
+    timeouts = {0: HELD_MS, 1: HELD_MS, 2: 10_000}
+    txn_ids = {p: f"zombie-{unique}-{p}" for p in (0, 1, 2)}
     with children() as made:
-        for p in (0, 1):
+        for p in (0, 1, 2):
             conf = {"bootstrap.servers": bootstrap, "transactional.id": txn_ids[p],
                     "transaction.timeout.ms": timeouts[p]}
             made.append(Child(TXN_PRODUCER_SCRIPT, json.dumps(conf), topic, str(p), "5"))
@@ -374,7 +393,7 @@ def test_zombie_transaction_pins_the_last_stable_offset(bootstrap: str, admin: A
         opened = time.monotonic()
         for child in made:
             child.kill()
-    for p in (0, 1):
+    for p in (0, 1, 2):
         for i in range(2):
             plain.produce(topic, value=f"after-{i}".encode(), partition=p)
     assert plain.flush(30) == 0
@@ -395,12 +414,12 @@ def test_zombie_transaction_pins_the_last_stable_offset(bootstrap: str, admin: A
         # isolation level READ_COMMITTED), on the dev broker as on Apache Kafka
         assert high_committed == 3
 
-        committed.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+        committed.assign([TopicPartition(topic, p, 0) for p in (0, 1, 2)])
         fence_at = time.monotonic()
         fence_transactional_id(bootstrap, txn_ids[1])
         fenced_in = time.monotonic() - fence_at
 
-        by_part: dict[int, list[bytes]] = {0: [], 1: []}
+        by_part: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
 
         def read_until(seconds: float, done: Callable[[], bool]) -> float:
             start = time.monotonic()
@@ -412,7 +431,7 @@ def test_zombie_transaction_pins_the_last_stable_offset(bootstrap: str, admin: A
             return time.monotonic() - start
 
         expected = [b"before-0", b"before-1", b"before-2", b"after-0", b"after-1"]
-        took = read_until(15, lambda: by_part[1] == expected)
+        took = read_until(SETTLE_S, lambda: by_part[1] == expected)
         assert by_part[1] == expected, f"fencing did not unblock the partition: {by_part[1]}"
         print(f"fence_transactional_id took {fenced_in:.2f}s; the fenced partition was readable past the "
               f"aborted transaction {took + fenced_in:.2f}s after fencing started")
@@ -425,18 +444,21 @@ def test_zombie_transaction_pins_the_last_stable_offset(bootstrap: str, admin: A
             # the cached value comes from fetch responses: the high watermark, not the last stable offset
             assert cached == 10
 
-        # transaction.timeout.ms=10s: Apache Kafka aborts it within timeout + its 10 s abort-check interval
-        limit = timeouts[0] / 1000 + (8 if ON_DEV_BROKER else 15)
-        read_until(max(0.0, limit - (time.monotonic() - opened)), lambda: by_part[0] == expected)
+        # transaction.timeout.ms=10s: Apache Kafka aborts it within timeout + its 10 s abort-check
+        # interval (a deadline for the reader on top); the dev broker is watched for 8 s past it
+        limit = timeouts[2] / 1000 + (8 if ON_DEV_BROKER else 10 + SETTLE_S)
+        read_until(max(0.0, limit - (time.monotonic() - opened)), lambda: by_part[2] == expected)
         waited = time.monotonic() - opened
         if ON_DEV_BROKER:
-            assert by_part[0] == expected[:3], f"the dev broker aborted the timed-out transaction: {by_part[0]}"
+            assert by_part[2] == expected[:3], f"the dev broker aborted the timed-out transaction: {by_part[2]}"
             print(f"the dev broker did not abort a transaction past transaction.timeout.ms: read_committed "
                   f"still stuck at offset 3 after {waited:.1f}s")
-            fence_transactional_id(bootstrap, txn_ids[0])
-            took = read_until(15, lambda: by_part[0] == expected)
-            assert by_part[0] == expected
+            fence_transactional_id(bootstrap, txn_ids[2])
+            took = read_until(SETTLE_S, lambda: by_part[2] == expected)
+            assert by_part[2] == expected
             print(f"...and fencing its transactional.id unblocked it in {took:.2f}s")
         else:
-            assert by_part[0] == expected, f"timed-out transaction not aborted after {waited:.1f}s: {by_part[0]}"
+            assert by_part[2] == expected, f"timed-out transaction not aborted after {waited:.1f}s: {by_part[2]}"
             print(f"the timed-out transaction was aborted; readable after {waited:.1f}s")
+        # partition 0's transaction was only held open for the test: ended, not left to its timeout
+        fence_transactional_id(bootstrap, txn_ids[0])

@@ -1,7 +1,8 @@
 """A stand-in container for testing the simulator's Kubernetes semantics (not iqmesh): a gRPC
-health server on 0.0.0.0:50051, NOT_SERVING until FAKE_READY_AFTER seconds have passed;
-FAKE_IGNORE_TERM=1 ignores SIGTERM; FAKE_DIE_AFTER exits with status 3 after that many seconds.
-Writes a marker file into FAKE_CLAIM (its volume) at start."""
+health server on 0.0.0.0:50051, NOT_SERVING until FAKE_READY_AFTER seconds have passed and, if
+FAKE_READY_FILE is set, until that file exists; FAKE_IGNORE_TERM=1 ignores SIGTERM; it exits with
+status 3 once the file FAKE_DIE_FILE exists (at once if it exists at start: a crash loop the test
+starts and keeps going). Writes a marker file into FAKE_CLAIM (its volume) at start."""
 
 import os
 import signal
@@ -34,12 +35,16 @@ def main() -> int:
         signal.signal(signal.SIGTERM, lambda *_: done.set())
     t0 = time.monotonic()
     ready_after = float(os.environ.get("FAKE_READY_AFTER", "0"))
-    die_after = float(os.environ.get("FAKE_DIE_AFTER", "0"))
-    while not done.wait(0.05):
-        if time.monotonic() - t0 >= ready_after:
-            servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-        if die_after and time.monotonic() - t0 >= die_after:
+    ready_file = os.environ.get("FAKE_READY_FILE")
+    die_file = os.environ.get("FAKE_DIE_FILE")
+    while True:
+        if die_file and os.path.exists(die_file):
+            print("dying: exit 3", flush=True)
             return 3
+        if time.monotonic() - t0 >= ready_after and (not ready_file or os.path.exists(ready_file)):
+            servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        if done.wait(0.05):
+            break
     server.stop(0)
     return 0
 

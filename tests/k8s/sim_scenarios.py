@@ -11,7 +11,9 @@ import json
 import signal
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,26 +63,53 @@ def run(scenario: str) -> dict[str, Any]:
         return _run(scenario, Path(d))
 
 
+def wait_for(cond: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll ``cond`` until it holds; TimeoutError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(0.05)
+
+
+def _count(log: Log, event: str, pod: str | None = None) -> int:
+    return sum(1 for e in list(log.events) if e["event"] == event and (pod is None or e["pod"] == pod))
+
+
 def _run(scenario: str, root: Path) -> dict[str, Any]:
     net = ClusterNetwork(root / "hosts")
     net.setup()
     log = Log()
     env = {"FAKE_READY_AFTER": "1"}
     policy, grace, liveness = "OrderedReady", 5, False
+    gate = root / "ready"  # parallel: no pod is ready before the test opens this gate
+    die = root / "die"  # crash: every container of the pod exits once this file exists
     if scenario == "parallel":
-        policy = "Parallel"
+        policy, env["FAKE_READY_FILE"] = "Parallel", str(gate)
     if scenario == "grace":
         env["FAKE_IGNORE_TERM"], grace = "1", 2
     if scenario == "crash":
-        env["FAKE_DIE_AFTER"] = "3"
+        env["FAKE_DIE_FILE"] = str(die)
     if scenario == "liveness":
         liveness = True
     sts = StatefulSetSim(statefulset(policy, env, grace, liveness=liveness), "fake", net,
                          Options(root, ["python"], local_commands(sys.executable), {"PATH": "/usr/bin:/bin"}), log)
     out: dict[str, Any] = {}
     try:
-        if scenario in ("ordered", "parallel"):
+        if scenario == "ordered":
             sts.scale(3, timeout=60)
+            sts.scale(1, timeout=60)
+        elif scenario == "parallel":
+            def open_gate() -> None:
+                """Readiness held back until all three pods exist: a controller that waited for
+                one to be Ready before creating the next never gets there (then the gate opens
+                after a minute anyway, and the test sees the order it used)."""
+                try:
+                    wait_for(lambda: _count(log, "created") >= 3, "three pods created")
+                finally:
+                    gate.touch()
+            threading.Thread(target=open_gate, daemon=True).start()
+            sts.scale(3, timeout=120)
             sts.scale(1, timeout=60)
         elif scenario == "grace":
             sts.scale(1, timeout=60)
@@ -89,19 +118,26 @@ def _run(scenario: str, root: Path) -> dict[str, Any]:
             out["terminate_s"] = round(time.monotonic() - t, 2)
         elif scenario == "crash":
             sts.scale(1, timeout=60)
-            time.sleep(12)  # crashes at 3 s: restart at once, then again after 10 s of back-off
+            die.touch()  # it exits; restarted at once, it exits again; restarted after 10 s of back-off
+            wait_for(lambda: _count(log, "container started", "fake-0") >= 3, "the third start of fake-0")
         elif scenario == "liveness":
             sts.scale(1, timeout=60)
-            sts.pods[0].signal(signal.SIGSTOP)  # hung: connections are accepted by the kernel, not served
+            pod = sts.pods[0]
+            probe = pod.probes["liveness"]
+            runs = pod.probe_runs.get("liveness", 0)
+            pod.signal(signal.SIGSTOP)  # hung: connections are accepted by the kernel, not served
+            # held hung until the kubelet has run the liveness probe more times than its failure
+            # threshold, and the readiness probe (gRPC) has seen the hang
+            wait_for(lambda: not pod.ready and pod.probe_runs.get("liveness", 0) >= runs + probe.failure_threshold + 2,
+                     "the readiness probe failing and the liveness probe run past its failure threshold")
+            out["liveness_probes_while_stopped"] = pod.probe_runs["liveness"] - runs
+            out["liveness_failure_threshold"] = probe.failure_threshold
             out["note"] = "tcpSocket succeeds on a stopped process"
-            time.sleep(4)
-            sts.pods[0].signal(signal.SIGCONT)
+            pod.signal(signal.SIGCONT)
         elif scenario == "pdb":
             sts.scale(3, timeout=60)
-            sts.kill(0, signal.SIGSTOP)  # hangs: the readiness probe times out, pod 0 not ready
-            deadline = time.monotonic() + 20
-            while sts.pods[0].ready and time.monotonic() < deadline:
-                time.sleep(0.1)
+            sts.kill(0, signal.SIGSTOP)  # hangs (until SIGCONT): the readiness probe times out, pod 0 not ready
+            wait_for(lambda: not sts.pods[0].ready, "fake-0 not ready while stopped")
             try:
                 sts.evict(1)
                 out["evicted"] = True

@@ -17,6 +17,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from instance.cli.health_probe import main as probe_main
 
 POD_DNS = "iqmesh-0.iqmesh-headless.iqmesh.svc.cluster.local"
+#: the probe's deadline here: far beyond a handshake and a call on a busy machine (a probe that
+#: fails, fails at once, with its reason: UNAVAILABLE, not DEADLINE_EXCEEDED)
+TIMEOUT = ["--timeout", "30"]
 
 
 def _cert(d: Path) -> tuple[Path, Path]:
@@ -57,7 +60,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[hea
 def test_exit_status_follows_the_serving_status(server: tuple[health.HealthServicer, int, Path],
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     servicer, port, props = server
-    argv = ["--target", f"127.0.0.1:{port}", "--config-file", str(props), "--server-name", POD_DNS]
+    argv = ["--target", f"127.0.0.1:{port}", "--config-file", str(props), "--server-name", POD_DNS, *TIMEOUT]
     servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     assert probe_main(argv) == 1
     servicer.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -66,13 +69,15 @@ def test_exit_status_follows_the_serving_status(server: tuple[health.HealthServi
 
 
 def test_tls_checks_the_name_of_the_certificate(server: tuple[health.HealthServicer, int, Path],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     servicer, port, props = server
     if "tls" not in props.read_text():
         pytest.skip("the plaintext server of this parametrization has no certificate whose name could be checked")
     servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    base = ["--target", f"127.0.0.1:{port}", "--config-file", str(props), "--timeout", "2"]
-    assert probe_main([*base, "--server-name", "someone-else.example.com"]) == 1  # the handshake fails
+    base = ["--target", f"127.0.0.1:{port}", "--config-file", str(props), *TIMEOUT]
+    assert probe_main([*base, "--server-name", "someone-else.example.com"]) == 1
+    assert capsys.readouterr().out.split() == ["UNAVAILABLE"]  # the handshake fails (no time-out)
     monkeypatch.setenv("IQMESH_ADVERTISED_HOST", POD_DNS)  # what the StatefulSet sets: the default name
     assert probe_main(base) == 0
 
