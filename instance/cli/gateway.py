@@ -37,12 +37,10 @@ def _check_kafka_settings(bootstrap: str, extra: dict[str, str]) -> None:
 
     from instance.errors import BrokerUnreachableException
     from instance.kafka_clients import client_config
-    from instance.runtime.reachability import admin_client, check_reachable
+    from instance.runtime.reachability import reached_admin
 
-    settings = client_config(bootstrap, extra, "admin")
-    admin, errors = admin_client(settings)
     try:
-        check_reachable(admin, bootstrap, errors=errors, protocol=settings.get("security.protocol", "PLAINTEXT"))
+        reached_admin(client_config(bootstrap, extra, "admin"), bootstrap)
     except BrokerUnreachableException as e:
         logging.getLogger(__name__).warning("%s; serving all the same", e)
 

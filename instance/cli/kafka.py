@@ -54,12 +54,9 @@ def _admin(args: argparse.Namespace) -> Any:
     """An admin client that reached the brokers: a broker that does not answer is
     BrokerUnreachableException, one refusing the credentials or the certificate a ConfigException
     naming the settings to check (instance/runtime/reachability.py)."""
-    from instance.runtime.reachability import admin_client, check_reachable
+    from instance.runtime.reachability import reached_admin
 
-    settings = kafka_settings(args, "admin")
-    admin, errors = admin_client(settings)
-    check_reachable(admin, args.bootstrap, errors=errors, protocol=settings.get("security.protocol", "PLAINTEXT"))
-    return admin
+    return reached_admin(kafka_settings(args, "admin"), args.bootstrap)
 
 
 # -- topics --------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from instance.runtime.query import StateQueryRequest, StateQueryResult
 from instance.runtime.query.execute import execute
 from instance.runtime.query.placement import StorePlacement, parse_query_key
 from instance.runtime.query_counters import QueryCounters
-from instance.runtime.reachability import admin_client, check_reachable
+from instance.runtime.reachability import reached_admin
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
@@ -119,9 +119,7 @@ class KafkaStreams:
             raise IllegalStateException(f"start() is only allowed in state CREATED, not {self.state.name}")
         self._sm.set(State.REBALANCING)
         try:
-            admin, connection_errors = admin_client(self.config.client_config("admin"))
-            check_reachable(admin, self.config.bootstrap_servers, errors=connection_errors,
-                            protocol=self.config.client_config("admin").get("security.protocol", "PLAINTEXT"))
+            admin = reached_admin(self.config.client_config("admin"), self.config.bootstrap_servers)
             rebalance_protocol.check_broker(self.config.group_protocol, admin, self.config.membership_assist)
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)

@@ -54,6 +54,15 @@ def admin_client(conf: dict[str, Any]) -> tuple[AdminClient, ConnectionErrors]:
         raise refused_settings(conf, err) from None
 
 
+def reached_admin(conf: dict[str, Any], bootstrap: str) -> AdminClient:
+    """An admin client of ``conf`` that has reached the brokers at ``bootstrap``: refused settings,
+    credentials or certificate, or another ``security.protocol``, are a ConfigException; no
+    answer is BrokerUnreachableException (:func:`check_reachable`)."""
+    admin, errors = admin_client(conf)
+    check_reachable(admin, bootstrap, errors=errors, protocol=conf.get("security.protocol", "PLAINTEXT"))
+    return admin
+
+
 def refused_settings(conf: dict[str, Any], err: KafkaError) -> ConfigException:
     """What to say of client settings librdkafka refused to create a client with."""
     missing = [f"{k}={v}" for k, v in conf.items()
