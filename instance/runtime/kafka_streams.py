@@ -50,6 +50,7 @@ from router.core.metadata import (
     KeyQueryMetadata,
     StoreInfo,
     StorePartitionInfo,
+    liveness_ms,
 )
 from router.core.partitioner import default_partition
 from router.core.task_id import TaskId
@@ -81,7 +82,7 @@ class KafkaStreams:
         self.global_thread: GlobalStreamThread | None = None
         self.layout: internal_topics.TopicLayout | None = None
         self.instance_id = self.config.instance_id
-        self.view = ClusterView(liveness_ms=max(3000, 3 * self.config.heartbeat_interval_ms))
+        self.view = ClusterView(liveness_ms=liveness_ms(self.config.heartbeat_interval_ms))
         self._metadata: MetadataService | None = None
         self._assigned_at_ms = 0
         self._close_lock = threading.Lock()

@@ -107,6 +107,12 @@ class InstanceCounters:
         return InstanceCounters(**d)
 
 
+def liveness_ms(heartbeat_interval_ms: int) -> int:
+    """How old an instance's heartbeat may be while it counts as alive: three of its intervals,
+    at least 3 s (the instances' routing and the dashboard's "late" use the same rule)."""
+    return max(3000, 3 * heartbeat_interval_ms)
+
+
 @dataclass(frozen=True)
 class InstanceInfo:
     """What an instance publishes of itself; typed here (State, TaskId, Role), names and task-id

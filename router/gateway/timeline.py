@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from router.core.metadata import liveness_ms
+
 #: kinds, in the order the dashboard's legend lists them
 KINDS = ("joined", "late", "back", "gone", "rebalance", "restore", "restored", "error")
 #: states an instance is in only on its way out, or after it
 _LEAVING = frozenset({"PENDING_SHUTDOWN", "NOT_RUNNING", "PENDING_ERROR", "ERROR"})
-#: a heartbeat this many intervals old is late (the instances' own liveness: ClusterView)
-LATE_AFTER_HEARTBEATS = 3
-LATE_AFTER_MS = 3000
 
 
 @dataclass(frozen=True)
@@ -40,8 +39,7 @@ def presence(inst: dict[str, Any]) -> str:
     age = inst["heartbeat_age_ms"]
     if inst["state"] in _LEAVING or age > (inst.get("session_timeout_ms") or 10_000):
         return "gone"
-    late_ms = max(LATE_AFTER_MS, LATE_AFTER_HEARTBEATS * (inst.get("heartbeat_interval_ms") or 1000))
-    return "late" if age > late_ms else "alive"
+    return "late" if age > liveness_ms(inst.get("heartbeat_interval_ms") or 1000) else "alive"
 
 
 def aged(md: dict[str, Any], seconds: float, latest: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
