@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from analytics.snapshot.catalog import kafka_config
 from analytics.snapshot.columns import Layout
+from instance.state.origins import RESERVED_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -138,12 +139,12 @@ def read_range(config: dict[str, Any], r: ReadRange, low: int) -> dict[bytes, Me
             consumer.close()
 
     latest, delivered = read(config, r, r.start)
-    if r.start <= low or r.start >= r.end:
-        return latest
-    _, everything = read({**config, "isolation.level": "read_uncommitted"}, r, r.start)
-    if everything == delivered:
-        return latest
-    return read(config, ReadRange(r.topic, r.partition, low, r.end), r.start)[0]
+    if not (r.start <= low or r.start >= r.end):
+        _, everything = read({**config, "isolation.level": "read_uncommitted"}, r, r.start)
+        if everything != delivered:
+            latest = read(config, ReadRange(r.topic, r.partition, low, r.end), r.start)[0]
+    latest.pop(RESERVED_KEY, None)  # a task's origin high-water, not a store's record
+    return latest
 
 
 def read_ranges(batches: Iterator[pa.RecordBatch], *, config: dict[str, Any], layout: Layout,

@@ -26,6 +26,10 @@ class Hold(enum.Enum):
     #: stream threads take no periodic (or requested) commit: what they process stays uncommitted,
     #: under exactly-once in a transaction left open, as a crash or an outage in mid-run finds it
     COMMIT = "commit"
+    #: the membership assist's handover (runtime/membership.py) is skipped: peers neither commit nor
+    #: pause for an announced join or leave, as when their acks come too late on a busy machine, so
+    #: the rebalance finds uncommitted work
+    HANDOVER = "handover"
 
 
 def held(hold: Hold) -> bool:

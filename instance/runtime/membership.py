@@ -63,6 +63,7 @@ from instance.runtime.group_admin import (
     fence_transactions,
     remove_members,
 )
+from instance.runtime.holds import Hold, held
 from instance.runtime.stuck_rebalance import StuckRebalanceWatchdog
 from router.core.instance_state import State
 from router.core.metadata import ClusterView, InstanceInfo
@@ -267,7 +268,7 @@ class MembershipCoordinator:
         self._fence_replaced()
         live = [i for i in self.view.instances() if self.view.is_alive(i)]
         wanted = {i.intent for i in self.view.instances() if i.intent and i.instance_id != self.me
-                  and self._announcing(i)}
+                  and self._announcing(i)} if not held(Hold.HANDOVER) else set()
         if self.intent and intent_kind(self.intent) == REMOVE:
             wanted.add(self.intent)  # a removal we announce pauses our own threads too
         threads = [t for t in self._threads() if t.is_alive()]

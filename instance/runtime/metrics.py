@@ -169,6 +169,8 @@ class ThreadMetrics(_Group):
         self.punctuate = self.sensor()  # value: ms
         self.task_created = self.sensor()
         self.task_closed = self.sensor()
+        #: active tasks closed without a commit (iqmesh's: Kafka Streams only logs them)
+        self.dirty_close = self.sensor()
         self._tasks: dict[str, TaskMetrics] = {}
         self._lock = threading.Lock()  # taken when a task comes or goes, never while processing
 
@@ -201,6 +203,7 @@ class ThreadMetrics(_Group):
         self.latency(out, self.punctuate, "punctuate", "ms", now)
         self.invocations(out, self.task_created, "task-created", "tasks created", now)
         self.invocations(out, self.task_closed, "task-closed", "tasks closed", now)
+        self.invocations(out, self.dirty_close, "dirty-close", "active tasks closed without a commit", now)
         with self._lock:
             tasks = list(self._tasks.values())
         for t in tasks:

@@ -9,18 +9,31 @@ crash would re-apply (at-least-once: keep) updates the committed offsets do not 
 task's checkpoint is removed before the first write after it was taken, and written again at the
 next commit; under exactly-once it is removed when the task opens and written only on clean close.
 Restored records never invalidate it: they are covered, and re-applying them is idempotent.
+
+Under at-least-once it also keeps the task's origin high-water (instance/state/origins.py): what
+it applied from internal topics. Written with each commit to the first logged store's changelog
+(a reserved key, never applied to the store) and into the checkpoint, and taken back from either,
+so it always matches the stores it was restored with.
 """
 
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from instance.state import origins
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
 from instance.state.change_logging import Batch
-from instance.state.checkpoint import TaskDirLock, delete_checkpoint, read_checkpoint, write_checkpoint
+from instance.state.checkpoint import (
+    TaskDirLock,
+    delete_checkpoint,
+    read_checkpoint,
+    read_origins,
+    write_checkpoint,
+)
 from instance.state.committed_view import CommittedView
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.spec import StoreSpec
@@ -63,6 +76,10 @@ class ProcessorStateManager:
         self.committed_offsets: dict[TopicPart, int] = {}
         self._written: dict[TopicPart, int] | None = None
         self._closed = False
+        #: what the task applied from internal topics (at-least-once; instance/state/origins.py)
+        self.origins = origins.HighWater()
+        #: writes the high-water to a changelog at a commit (None: no logged store, or not needed)
+        self._log_origins: ChangelogSend | None = None
 
     # -- opening -------------------------------------------------------------------------------
     def register_stores(self, specs: Iterable[StoreSpec], *, in_memory: bool, cache_max_entries: int,
@@ -103,6 +120,8 @@ class ProcessorStateManager:
                 # while an exactly-once task runs its stores may hold uncommitted writes: a crash
                 # must leave no checkpoint behind
                 delete_checkpoint(task_dir)
+        if checkpoint and task_dir is not None and not self.eos:
+            self.origins.load(read_origins(task_dir))
         self.checkpointed = {tp: checkpoint[tp] for tp in self._persistent if tp in checkpoint}
         self.changelog_offsets = {tp: self.checkpointed.get(tp, 0) for tp in tps.values()}
         self.checkpoint_current = bool(self.checkpointed) and not (self.active and self.eos)
@@ -114,8 +133,10 @@ class ProcessorStateManager:
                 inner = RocksDBBytesStore(spec.name, task_dir / "rocksdb" / spec.name)
             else:
                 inner = InMemoryBytesStore(spec.name)
-            store = build_store(spec, inner, changelog_for(spec) if self.active else None,
-                                cache_max_entries if self.active else 0, self._committed_reads)
+            send = changelog_for(spec) if self.active else None
+            if send is not None and self._log_origins is None and not self.eos:
+                self._log_origins = send
+            store = build_store(spec, inner, send, cache_max_entries if self.active else 0, self._committed_reads)
             if store.committed_view is not None:
                 self._views.append(store.committed_view)
             if self.active:
@@ -139,7 +160,11 @@ class ProcessorStateManager:
 
     def restore(self, tp: TopicPart, records: Batch, next_offset: int) -> None:
         """Apply changelog records ``(key, value, timestamp)`` (restore or standby update); the store now reflects the
-        changelog up to ``next_offset`` (exclusive)."""
+        changelog up to ``next_offset`` (exclusive). A high-water record (origins.RESERVED_KEY) is
+        taken as the task's origin high-water, not applied."""
+        if records and not self.eos and any(r[0] == origins.RESERVED_KEY for r in records):
+            records, marks = origins.split_reserved(records)
+            self.origins.load(origins.from_record(marks))
         if records:
             store = self._store_of[tp]
             view = store.committed_view
@@ -219,6 +244,12 @@ class ProcessorStateManager:
         commit interval it was the largest part of a commit."""
         for store in self.stores.values():
             store.flush_cache()
+        if self._log_origins is not None and self.origins.changed():
+            # after the caches (their flush runs no source, so the marks are final here), with
+            # the commit's source mark: a restore takes the marks that match its stores
+            self._log_origins([(origins.RESERVED_KEY, origins.record_value(self.origins.snapshot()),
+                                time.time_ns() // 1_000_000)])
+            self.origins.written()
         if self.active and self.eos:
             return
         for store in self.stores.values():
@@ -241,7 +272,7 @@ class ProcessorStateManager:
         if self.task_dir is None or not offsets:
             return
         if offsets != self._written:
-            write_checkpoint(self.task_dir, offsets)
+            write_checkpoint(self.task_dir, offsets, self.origins.snapshot())
             self._written = offsets
         self.checkpoint_current = True
 

@@ -33,6 +33,7 @@ from instance.runtime.restore import StateRestoreListener
 from instance.runtime.task import system_clock_ms
 from instance.runtime.task_manager import TaskManager
 from instance.runtime.task_timeout import retrying
+from instance.runtime.txn_offset_commit import TransactionalOffsetCommit
 from instance.topology.topology import Topology
 from router.core.idle_fetch import IdleFetch, PauseAssignment
 from router.core.task_id import TaskId
@@ -191,6 +192,8 @@ class StreamThread(threading.Thread):
         self.tasks.global_stores = self.global_stores
         if self._membership is not None:
             self.tasks.committer.on_producer_replaced = self._membership.fence_later
+            if self._membership.enabled and not self.config.eos:
+                self.tasks.committer.refused_at_revocation = TransactionalOffsetCommit(self.config, self.client_id)
             self._membership.prepare_join(static=bool(self.config.group_instance_id))
         self._subscribe(self.tasks)
         return self.tasks
@@ -448,6 +451,8 @@ class StreamThread(threading.Thread):
             tm.consumer = None
         tm.restorer.close()
         tm.standby.close()
+        if tm.committer.refused_at_revocation is not None:
+            tm.committer.refused_at_revocation.close()
         try:
             tm.collector.producer.flush(10)
         except (KafkaException, SystemError) as e:  # a producer that failed fatally raises here too

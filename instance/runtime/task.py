@@ -27,7 +27,7 @@ from instance.runtime.timestamps import (
     RecordTimestampExtractor,
     TimestampExtractor,
 )
-from instance.state import source_offsets
+from instance.state import origins, source_offsets
 from instance.state.kv_store import ChangelogSend
 from instance.topology.processor import ProcessorContext, Record, RecordContext, node_callable
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
@@ -104,6 +104,11 @@ class StreamTask:
         self._processors: list[Any] = []
         self._global_stores = global_stores or {}
         self.sources: dict[str, Callable[[Any], None]] = {}
+        #: under at-least-once, the origin of what the task writes to internal topics, and the
+        #: high-water of what it read from them (instance/state/origins.py)
+        self.origin = None if self.state.eos else origins.OriginStamp(task_id.partition)
+        #: records from internal topics skipped as applied already (their origin at or below the high-water)
+        self.duplicates_skipped = 0
         try:
             self._build(topology, subtopology, application_id, resolve_topic, send)
         except BaseException:
@@ -135,10 +140,11 @@ class StreamTask:
         """Instantiate the processors children-first, so each node gets its children's callables."""
         callables: dict[str, Callable[[Any, Any], None]] = {}
         rc = self.record
+        internal = topology.internal_topics
         pending = [n for n in st.nodes]
         for node in reversed(pending):  # seq order is a topological order; reverse = children first
             if isinstance(node, SinkNode):
-                callables[node.name] = self._make_sink(resolve(node.topic), node, send)
+                callables[node.name] = self._make_sink(resolve(node.topic), node, send, node.topic in internal)
             elif isinstance(node, ProcessorNodeDef):
                 proc = node.supplier()
                 children = [callables[c] for c in node.children]
@@ -152,7 +158,10 @@ class StreamTask:
             elif isinstance(node, SourceNode):
                 children = [callables[c] for c in node.children]
                 for topic in node.topics:
-                    self.sources[resolve(topic)] = self._make_source(resolve(topic), node, children)
+                    source = self._make_source(resolve(topic), node, children)
+                    if topic in internal and self.origin is not None:
+                        source = self._skipping_applied(resolve(topic), source)
+                    self.sources[resolve(topic)] = source
 
     def _global_store(self, name: str) -> Any:
         store = self._global_stores.get(name)
@@ -213,6 +222,40 @@ class StreamTask:
                 task.processing_error(e, Record(k, v, ts, rc.current_headers()))
         return source
 
+    def _skipping_applied(self, topic: str, source: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``source`` behind the origin check of an internal topic (instance/state/origins.py): a
+        record at or below its origin partition's high-water was applied already; it only moves
+        stream time, as it did the first time."""
+        marks = self.state.origins.topic(topic)
+        get = marks.get
+        header = origins.HEADER
+        tail = origins.TAIL_BYTES
+        task = self
+
+        def deduped(msg: Any) -> None:
+            hs = msg.headers()
+            if hs:
+                for name, v in hs:
+                    if name == header:
+                        k = v[:-tail]
+                        last = get(k)
+                        if last is not None and v <= last:
+                            task._skipped(msg)
+                            return
+                        marks[k] = v
+                        break
+            source(msg)
+        return deduped
+
+    def _skipped(self, msg: Any) -> None:
+        if not self.duplicates_skipped:
+            log.info("task %s: skipping records of %s its state holds already (written again upstream after a "
+                     "restart from the last commit)", self.id, msg.topic())
+        self.duplicates_skipped += 1
+        ts = msg.timestamp()[1]
+        if ts > self.stream_time:
+            self.stream_time = ts
+
     def processing_error(self, exc: Exception, record: Record | None, node: str | None = None) -> None:
         """A processor (or punctuator of ``node``) raised: the processing handler decides."""
         if node is None:
@@ -224,15 +267,19 @@ class StreamTask:
                 tb = tb.tb_next
         self.errors.processing_error(self.errors.context(str(self.id), self.record, node), record, exc)
 
-    def _make_sink(self, topic: str, node: SinkNode, send: Sender) -> Callable[[Any, Any], None]:
+    def _make_sink(self, topic: str, node: SinkNode, send: Sender, internal: bool) -> Callable[[Any, Any], None]:
         """Writes with the current timestamp and headers (the input record's, or those a Record
-        processor forwarded), as Kafka Streams' sink does. A record the producer refuses, or that
-        does not serialize, goes to the production exception handler."""
+        processor forwarded), as Kafka Streams' sink does; to an ``internal`` topic under
+        at-least-once with the record's origin (instance/state/origins.py), which never leaves the
+        application. A record the producer refuses, or that does not serialize, goes to the
+        production exception handler."""
         ks, vs = node.key_serde.serialize, node.value_serde.serialize
         rc = self.record
         task_id = str(self.id)
         errors = self.errors
         name = node.name
+        stamp = self.origin.value if internal and self.origin is not None else None
+        with_origin, without_origin = origins.with_origin, origins.without_origin
 
         def failed(exc: Exception, kb: bytes | None, vb: bytes | None) -> None:
             ctx = errors.context(task_id, rc, name)
@@ -251,6 +298,12 @@ class StreamTask:
             except Exception as e:
                 failed(e, None, None)
                 return
+            if stamp is not None:
+                origin = stamp(rc.topic, rc.offset)
+                if origin is not None:
+                    headers = with_origin(headers, origin)
+            elif headers:
+                headers = without_origin(headers)
             try:
                 send(topic, kb, vb, rc.timestamp, -1, headers or None)
             except ProductionException as e:
@@ -379,7 +432,16 @@ class StreamTask:
         return self._wall_punctuation.due
 
     def punctuate_wall_clock(self, now: int | None = None) -> bool:
-        return self._wall_punctuation.punctuate(self.clock() if now is None else now, self._punctuate)
+        """Fire the wall-clock schedules due; what they write to internal topics has no origin
+        (it is not written again the same way after a restart)."""
+        origin = self.origin
+        if origin is not None:
+            origin.wall_clock = True
+        try:
+            return self._wall_punctuation.punctuate(self.clock() if now is None else now, self._punctuate)
+        finally:
+            if origin is not None:
+                origin.wall_clock = False
 
     def _punctuate(self, sched: PunctuationSchedule, now: int) -> None:
         """Run one punctuator: the record context is the punctuation's (no input record)."""

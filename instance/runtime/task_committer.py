@@ -8,7 +8,8 @@ place:
 
 - at-least-once, offsets refused by the group (a rebalance under way): only the offsets are lost;
   the tasks keep their state, the rebalance moves them, and their offsets go with the next commit
-  if they stay (``start_over`` False);
+  if they stay (``start_over`` False). At a revocation on the dev broker, which refuses what Apache
+  Kafka accepts there, they are committed through a transaction first (runtime/txn_offset_commit.py);
 - the transaction refused or needing an abort: it is aborted; the producer fenced or failed for
   good; a commit that the broker did not answer within ``task.timeout.ms`` (the member's session
   is over by then), or under exactly-once within ``transaction.timeout.ms`` (a transactional call
@@ -35,6 +36,7 @@ from instance.runtime.collector import AUTHORIZATION_ERRORS, ProducerLostExcepti
 from instance.runtime.metrics import ThreadMetrics
 from instance.runtime.task import StreamTask
 from instance.runtime.task_timeout import TaskTimeoutException, kafka_error, retrying
+from instance.runtime.txn_offset_commit import TransactionalOffsetCommit
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,8 @@ class TaskCommitter:
         #: told the transactional id of each producer replaced here (runtime/membership.py fences it
         #: on the dev broker, which never times out the transaction it may have left open)
         self.on_producer_replaced: Callable[[str], None] | None = None
+        #: commits offsets refused at a revocation (the dev broker's; None: not needed)
+        self.refused_at_revocation: TransactionalOffsetCommit | None = None
 
     def begin_txn(self) -> None:
         if self.config.eos and not self._in_txn:
@@ -106,10 +110,11 @@ class TaskCommitter:
             self._in_txn = True
 
     def commit(self, running: Sequence[StreamTask], tasks: Sequence[StreamTask],
-               consumer: GroupConsumer | None) -> None:
+               consumer: GroupConsumer | None, revoking: bool = False) -> None:
         """Flush ``running``, commit what ``tasks`` processed, checkpoint ``running``. Raises
         :class:`TaskMigratedException` when the group moved on (see the module doc). ``consumer``:
-        the group member whose offsets these are (None only before it joined: nothing to commit)."""
+        the group member whose offsets these are (None only before it joined: nothing to commit);
+        ``revoking``: the commit before its tasks are closed in a rebalance."""
         started = time.perf_counter_ns()
         if self.config.eos:
             self.begin_txn()
@@ -122,7 +127,7 @@ class TaskCommitter:
             else:
                 self.collector.flush(self.config.task_timeout_ms, self.name)
                 if offsets:
-                    self._commit_offsets(offsets, consumer)
+                    self._commit_offsets(offsets, consumer, revoking)
         except (ProducerLostException, TaskTimeoutException) as e:
             # the producer failed, or the broker did not take the records or the commit within
             # task.timeout.ms: start over from the last commit once it answers (at-least-once
@@ -204,17 +209,31 @@ class TaskCommitter:
         if outcome[0] is not None:
             raise outcome[0]
 
-    def _commit_offsets(self, offsets: list[TopicPartition], consumer: GroupConsumer | None) -> None:
+    def _commit_offsets(self, offsets: list[TopicPartition], consumer: GroupConsumer | None,
+                        revoking: bool) -> None:
         assert consumer is not None
         try:
             retrying(lambda: consumer.commit(offsets=offsets, asynchronous=False), "committing offsets",
                      self.config.task_timeout_ms, self.name, final=REBALANCE_ERRORS)
         except KafkaException as e:
             err = kafka_error(e)
-            if err is not None and err.code() in REBALANCE_ERRORS:
-                raise TaskMigratedException(f"offset commit refused during a rebalance ({err.name()})",
-                                            start_over=False) from e
-            raise
+            if err is None or err.code() not in REBALANCE_ERRORS:
+                raise
+            if revoking and self.refused_at_revocation is not None and self._committed_in_txn(offsets, consumer):
+                return
+            raise TaskMigratedException(f"offset commit refused during a rebalance ({err.name()})",
+                                        start_over=False) from e
+
+    def _committed_in_txn(self, offsets: list[TopicPartition], consumer: GroupConsumer) -> bool:
+        assert self.refused_at_revocation is not None
+        try:
+            self.refused_at_revocation.commit(offsets, consumer.consumer_group_metadata(),
+                                              self.config.task_timeout_ms / 1000)
+        except KafkaException as e:
+            log.warning("%s: the offsets refused at the revocation were refused in a transaction too: %s",
+                        self.name, e)
+            return False
+        return True
 
     def abort_txn(self) -> None:
         """Abort an open transaction and discard the producer (one that aborted must not write

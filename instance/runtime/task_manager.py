@@ -167,7 +167,7 @@ class TaskManager:
         self.collector.send(topic, key, value, ts, partition, headers)  # the current producer
 
     # -- commit -------------------------------------------------------------------------------------
-    def commit(self) -> None:
+    def commit(self, revoking: bool = False) -> None:
         """Commit the running tasks (TaskCommitter), then checkpoint the standbys. Raises
         TaskMigratedException when the group moved on: the next owner then processes the records
         since the last commit again, and restores none of their store updates (at-least-once:
@@ -175,7 +175,7 @@ class TaskManager:
         # no lock: only the owning thread changes tasks; queries read stores, whose flush
         # writes RocksDB before it drops cache entries
         tasks = list(self.tasks.values())
-        self.committer.commit([t for t in tasks if t.lifecycle.running], tasks, self.consumer)
+        self.committer.commit([t for t in tasks if t.lifecycle.running], tasks, self.consumer, revoking)
         self.standby.checkpoint_all()
         self.last_commit = time.monotonic()
         for task in tasks:
@@ -197,7 +197,7 @@ class TaskManager:
         stores hold updates the committed offsets do not cover, so the next owner restores
         without them."""
         try:
-            self.commit()
+            self.commit(revoking=True)
         except TaskMigratedException as e:
             log.warning("%s: %s; closing tasks dirty", self.name, e)
             if e.start_over:
@@ -275,7 +275,10 @@ class TaskManager:
         return done
 
     def close_tasks(self, ids: list[TaskId], clean: bool = False) -> None:
-        """Close tasks; ``clean`` (just committed) checkpoints those not restoring."""
+        """Close tasks; ``clean`` (just committed) checkpoints those not restoring. Otherwise they
+        are closed dirty: the thread's ``dirty-close`` metric counts them."""
+        if not clean and ids:
+            self.metrics.dirty_close.record(float(len(ids)), self.metrics.clock())
         with self.lock:
             for tid in ids:
                 task = self.tasks.pop(tid)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from instance.errors import StreamsException
+from instance.state import origins
 
 CHECKPOINT = ".checkpoint"
 LOCK = ".lock"
@@ -30,12 +31,26 @@ def read_checkpoint(task_dir: Path) -> dict[tuple[str, int], int]:
         return {}
 
 
-def write_checkpoint(task_dir: Path, offsets: dict[tuple[str, int], int]) -> None:
-    """Atomically replace the checkpoint (write a temp file, fsync, rename)."""
+def read_origins(task_dir: Path) -> dict[str, dict[bytes, bytes]]:
+    """The origin high-water the checkpoint's stores reflect (instance/state/origins.py); empty if
+    none or unreadable (then the checkpoint is not used either: see ProcessorStateManager)."""
+    try:
+        raw = json.loads((task_dir / CHECKPOINT).read_text())
+        return origins.decode(raw.get("origins", {}))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def write_checkpoint(task_dir: Path, offsets: dict[tuple[str, int], int],
+                     marks: dict[str, dict[bytes, bytes]] | None = None) -> None:
+    """Atomically replace the checkpoint (write a temp file, fsync, rename); ``marks``: the origin
+    high-water of the stores (instance/state/origins.py)."""
     task_dir.mkdir(parents=True, exist_ok=True)
     tmp = task_dir / (CHECKPOINT + ".tmp")
-    body = {"version": 1, "offsets": [{"topic": t, "partition": p, "offset": o}
-                                      for (t, p), o in sorted(offsets.items())]}
+    body: dict[str, object] = {"version": 1, "offsets": [{"topic": t, "partition": p, "offset": o}
+                                                          for (t, p), o in sorted(offsets.items())]}
+    if marks:
+        body["origins"] = origins.encode(marks)
     with open(tmp, "w") as f:
         json.dump(body, f)
         f.flush()

@@ -1,0 +1,158 @@
+"""Record origins on internal topics: no record applied twice downstream under at-least-once.
+
+A task that starts over from its last commit (a crash, a refused commit, a lost producer) writes
+again what it had written to repartition and foreign-key topics since that commit, and a downstream
+task would apply those records a second time. So every record a task writes to an internal topic
+carries, in header ``iqmesh.org``, its *origin*: the input partition and offset being processed and
+its index among that input record's outputs (records a cache flush or a stream-time punctuation
+emits continue the index of the last input record; wall-clock punctuation's have no origin). A
+task reprocessing the same input writes the same records with the same origins, in the same order.
+
+The header's value is ``<topic> NUL <partition: 4 bytes> <offset: 8 bytes> <index: 4 bytes>``,
+big-endian, so two values from one origin partition compare as bytes in processing order. A
+downstream task keeps, per internal topic it reads and per origin partition, the highest value it
+applied (:class:`HighWater`) and skips a record at or below it: one producer per upstream task,
+idempotent, writes one origin partition's records to a topic partition in order, so everything
+at or below the high-water there was applied already. The high-water is state: the task writes it
+to a changelog with every commit (a record under :data:`RESERVED_KEY`, with the same ``iqmesh.src``
+mark as the commit's other records, so a restore takes the one that matches the restored stores)
+and into ``.checkpoint`` (runtime/state_manager.py).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+HEADER = "iqmesh.org"
+#: the changelog key of a task's high-water record: not a store's key (never applied to a store)
+RESERVED_KEY = b"\x00\xffiqmesh.origins.high-water\xff\x00"
+_TAIL = struct.Struct(">QI")
+#: offset and index: what follows the origin partition in a header value
+TAIL_BYTES = _TAIL.size
+
+
+def partition_prefix(topic: str, partition: int) -> bytes:
+    """The origin partition's part of a header value."""
+    return topic.encode() + b"\x00" + struct.pack(">I", partition)
+
+
+class OriginStamp:
+    """The origin of the next record a task writes to an internal topic (one per task: its
+    sinks share the index, which counts every output of one input record)."""
+
+    __slots__ = ("_offset", "_prefix", "_prefixes", "_topic", "index", "partition", "wall_clock")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self._prefixes: dict[str, bytes] = {}
+        self._topic: str | None = None
+        self._offset = -1
+        self._prefix = b""
+        self.index = -1
+        #: a wall-clock punctuation is running: its records have no origin
+        self.wall_clock = False
+
+    def value(self, topic: str | None, offset: int) -> bytes | None:
+        """The header value for a record written while processing ``topic``/``offset`` (topic None:
+        a flush or a punctuation, which continue the last input record's index)."""
+        if topic is None:
+            if self.wall_clock or self._topic is None:
+                return None
+            self.index += 1
+        elif offset == self._offset and topic == self._topic:
+            self.index += 1
+        else:
+            prefix = self._prefixes.get(topic)
+            if prefix is None:
+                prefix = self._prefixes[topic] = partition_prefix(topic, self.partition)
+            self._topic, self._offset, self._prefix, self.index = topic, offset, prefix, 0
+        return self._prefix + _TAIL.pack(self._offset, self.index)
+
+
+def with_origin(headers: list[Any] | None, value: bytes) -> list[Any]:
+    """``headers`` (the input record's, passed on as Kafka Streams does) with the origin in place of
+    any origin they carried from an upstream internal topic."""
+    if not headers:
+        return [(HEADER, value)]
+    return [h for h in headers if h[0] != HEADER] + [(HEADER, value)]
+
+
+def without_origin(headers: list[Any] | None) -> list[Any] | None:
+    """``headers`` for a topic outside the application: the origin stays internal."""
+    if not headers:
+        return headers
+    kept = [h for h in headers if h[0] != HEADER]
+    return kept or None
+
+
+class HighWater:
+    """Per internal topic, per origin partition, the highest origin applied. :meth:`topic` gives
+    the dict a source checks and updates in place (no call per record)."""
+
+    def __init__(self) -> None:
+        self.by_topic: dict[str, dict[bytes, bytes]] = {}
+        self._written: dict[str, dict[bytes, bytes]] = {}
+
+    def topic(self, topic: str) -> dict[bytes, bytes]:
+        marks = self.by_topic.get(topic)
+        if marks is None:
+            marks = self.by_topic[topic] = {}
+        return marks
+
+    def load(self, saved: Mapping[str, Mapping[bytes, bytes]]) -> None:
+        """Replace every mark with ``saved`` (a restore or a checkpoint), keeping the dicts the
+        sources hold."""
+        for name, marks in self.by_topic.items():
+            marks.clear()
+            marks.update(saved.get(name, {}))
+        for name, saved_marks in saved.items():
+            if name not in self.by_topic:
+                self.by_topic[name] = dict(saved_marks)
+        self._written = {t: dict(m) for t, m in self.by_topic.items() if m}
+
+    def changed(self) -> bool:
+        """Marks moved since :meth:`written` (or :meth:`load`)."""
+        return {t: m for t, m in self.by_topic.items() if m} != self._written
+
+    def written(self) -> None:
+        self._written = {t: dict(m) for t, m in self.by_topic.items() if m}
+
+    def snapshot(self) -> dict[str, dict[bytes, bytes]]:
+        return {t: dict(m) for t, m in self.by_topic.items() if m}
+
+
+def encode(marks: Mapping[str, Mapping[bytes, bytes]]) -> dict[str, dict[str, str]]:
+    """A JSON-ready form (the checkpoint's, and the changelog record's)."""
+    return {t: {k.hex(): v.hex() for k, v in m.items()} for t, m in sorted(marks.items())}
+
+
+def decode(raw: Any) -> dict[str, dict[bytes, bytes]]:
+    """The inverse of :func:`encode`; raises ValueError on anything else."""
+    if not isinstance(raw, dict):
+        raise ValueError("origin marks must be an object")
+    return {str(t): {bytes.fromhex(k): bytes.fromhex(v) for k, v in m.items()} for t, m in raw.items()}
+
+
+def record_value(marks: Mapping[str, Mapping[bytes, bytes]]) -> bytes:
+    return json.dumps(encode(marks), separators=(",", ":")).encode()
+
+
+def from_record(value: bytes | None) -> dict[str, dict[bytes, bytes]]:
+    return decode(json.loads(value)) if value else {}
+
+
+def split_reserved(records: Iterable[tuple[bytes, bytes | None, int]]
+                   ) -> tuple[list[tuple[bytes, bytes | None, int]], bytes | None]:
+    """Changelog records without the high-water records, and the last high-water value among them
+    (None: none)."""
+    kept = []
+    last = None
+    for r in records:
+        if r[0] == RESERVED_KEY:
+            last = r[1]
+        else:
+            kept.append(r)
+    return kept, last
