@@ -279,7 +279,7 @@ class StreamTask:
         errors = self.errors
         name = node.name
         stamp = self.origin.value if internal and self.origin is not None else None
-        with_origin, without_origin = origins.with_origin, origins.without_origin
+        with_origin, without_origin, origin_header = origins.with_origin, origins.without_origin, origins.HEADER
 
         def failed(exc: Exception, kb: bytes | None, vb: bytes | None) -> None:
             ctx = errors.context(task_id, rc, name)
@@ -301,7 +301,7 @@ class StreamTask:
             if stamp is not None:
                 origin = stamp(rc.topic, rc.offset)
                 if origin is not None:
-                    headers = with_origin(headers, origin)
+                    headers = [(origin_header, origin)] if not headers else with_origin(headers, origin)
             elif headers:
                 headers = without_origin(headers)
             try:
@@ -446,6 +446,8 @@ class StreamTask:
     def _punctuate(self, sched: PunctuationSchedule, now: int) -> None:
         """Run one punctuator: the record context is the punctuation's (no input record)."""
         rc = self.record
+        if rc.topic is not None and self.origin is not None:
+            self.origin.at(rc.topic, rc.offset)
         rc.topic, rc.offset, rc.timestamp, rc.headers, rc.msg = None, -1, now, None, None
         start = time.perf_counter_ns()
         try:
@@ -483,6 +485,8 @@ class StreamTask:
         """Commit step one: flush caches (forwarding downstream) and stores. No input record is
         being processed meanwhile: the record context says so (for the handlers)."""
         rc = self.record
+        if rc.topic is not None and self.origin is not None:
+            self.origin.at(rc.topic, rc.offset)
         topic, msg, rc.topic, rc.msg = rc.topic, rc.msg, None, None
         try:
             self.state.flush()

@@ -29,9 +29,13 @@ from typing import Any
 HEADER = "iqmesh.org"
 #: the changelog key of a task's high-water record: not a store's key (never applied to a store)
 RESERVED_KEY = b"\x00\xffiqmesh.origins.high-water\xff\x00"
-_TAIL = struct.Struct(">QI")
+_OFFSET = struct.Struct(">Q")
+_INDEX = struct.Struct(">I")
+_CACHED_INDEXES = 64
+_INDEXES = [_INDEX.pack(i) for i in range(_CACHED_INDEXES)]
+_INDEX0 = _INDEXES[0]
 #: offset and index: what follows the origin partition in a header value
-TAIL_BYTES = _TAIL.size
+TAIL_BYTES = _OFFSET.size + _INDEX.size
 
 
 def partition_prefix(topic: str, partition: int) -> bytes:
@@ -43,21 +47,29 @@ class OriginStamp:
     """The origin of the next record a task writes to an internal topic (one per task: its
     sinks share the index, which counts every output of one input record)."""
 
-    __slots__ = ("_offset", "_prefix", "_prefixes", "_topic", "index", "partition", "wall_clock")
+    __slots__ = ("_base", "_offset", "_prefixes", "_topic", "index", "partition", "wall_clock")
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self._prefixes: dict[str, bytes] = {}
         self._topic: str | None = None
         self._offset = -1
-        self._prefix = b""
+        #: the origin partition and offset part of the value
+        self._base = b""
         self.index = -1
         #: a wall-clock punctuation is running: its records have no origin
         self.wall_clock = False
 
+    def at(self, topic: str, offset: int) -> None:
+        """The input record processed last, before a flush or a punctuation writes without one: what
+        they write continues its index."""
+        if offset >= 0 and (offset != self._offset or topic != self._topic):
+            self._move(topic, offset)
+            self.index = -1
+
     def value(self, topic: str | None, offset: int) -> bytes | None:
         """The header value for a record written while processing ``topic``/``offset`` (topic None:
-        a flush or a punctuation, which continue the last input record's index)."""
+        a flush or a punctuation, which continue the index of the input record processed last)."""
         if topic is None:
             if self.wall_clock or self._topic is None:
                 return None
@@ -65,11 +77,17 @@ class OriginStamp:
         elif offset == self._offset and topic == self._topic:
             self.index += 1
         else:
-            prefix = self._prefixes.get(topic)
-            if prefix is None:
-                prefix = self._prefixes[topic] = partition_prefix(topic, self.partition)
-            self._topic, self._offset, self._prefix, self.index = topic, offset, prefix, 0
-        return self._prefix + _TAIL.pack(self._offset, self.index)
+            self._move(topic, offset)
+            self.index = 0
+            return self._base + _INDEX0
+        index = self.index
+        return self._base + (_INDEXES[index] if index < _CACHED_INDEXES else _INDEX.pack(index))
+
+    def _move(self, topic: str, offset: int) -> None:
+        prefix = self._prefixes.get(topic)
+        if prefix is None:
+            prefix = self._prefixes[topic] = partition_prefix(topic, self.partition)
+        self._topic, self._offset, self._base = topic, offset, prefix + _OFFSET.pack(offset)
 
 
 def with_origin(headers: list[Any] | None, value: bytes) -> list[Any]:

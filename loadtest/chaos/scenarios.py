@@ -26,6 +26,10 @@ Scenarios (dynamic membership unless said):
   (``restore-end`` lines of their logs), against the changelog records of those partitions written
   since the victim's last commit (end offset at the kill minus the victim's ``.checkpoint`` offset
   under at_least_once, minus the last stable offset under exactly_once_v2; no checkpoint: from 0).
+- ``random-membership``: three times at random moments of the input, a random instance is killed
+  (kill -9) or stopped (SIGTERM), at random, and started again (same instance id and state dir)
+  after a random 0-3 s, so a change can land while the group still settles from the last one;
+  timed from the last restart.
 """
 
 from __future__ import annotations
@@ -176,6 +180,16 @@ def _warm_takeover(run: Run) -> None:
     run.result.notes.append(f"{vid} held partitions {parts} of {STORE}; changelog end {end}, last commit {last}")
 
 
+def _random_membership(run: Run) -> None:
+    for k in range(3):
+        run.at(0.1 + 0.25 * k, 0.3 + 0.25 * k)
+        victim = run.rnd.randrange(3)
+        run.stop(victim, run.rnd.choice([signal.SIGKILL, signal.SIGTERM]))
+        time.sleep(run.rnd.uniform(0.0, 3.0))  # the moment of the restart is the scenario's choice
+        run.start(victim)
+        run.action_time = time.monotonic()
+
+
 @dataclass(frozen=True)
 class Scenario:
     act: Callable[[Run], None]
@@ -193,6 +207,7 @@ SCENARIOS: Mapping[str, Scenario] = {
     "crash-restart-dynamic": Scenario(_crash_restart),
     "scale-out-in": Scenario(_scale_out_in, size=4),
     "warm-takeover": Scenario(_warm_takeover, config=("num.standby.replicas=1",)),
+    "random-membership": Scenario(_random_membership),
 }
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from confluent_kafka import Consumer, TopicPartition
 
 from instance.local.cluster import LocalCluster, ensure_topic
 from instance.runtime.group_admin import GroupAdminError, list_transactions
@@ -115,3 +116,29 @@ def hold_commits_mid_run(cluster: LocalCluster, which: list[int], bootstrap: str
         return False
     wait_until(in_flight, timeout, f"instances {which} to process records with their commits held"
                + (" and a transaction of theirs open" if exactly_once else ""), cluster.logs)
+
+
+def changelog_position_problems(bootstrap: str, cluster: LocalCluster) -> list[str]:
+    """Where an active store's position (what its instance counted while writing its changelog:
+    records, and under exactly-once one commit marker per transaction) differs from the end offset
+    the broker gives its changelog partition; empty when every one matches (an idle cluster)."""
+    problems: list[str] = []
+    wanted: dict[tuple[str, int], tuple[str, int]] = {}
+    for inst in cluster.running():
+        md = own_metadata(inst.target)
+        if md is None:
+            return [f"{inst.instance_id}: no metadata"]
+        for s in md.stores:
+            if s.role == "ACTIVE":
+                wanted[(f"{cluster.application_id}-{s.store}-changelog", s.partition)] = (inst.instance_id, s.position)
+    if not wanted:
+        return ["no active store partition"]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"positions-{time.monotonic_ns()}"})
+    try:
+        for (topic, partition), (iid, position) in sorted(wanted.items()):
+            end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+            if end != position:
+                problems.append(f"{topic}[{partition}] on {iid}: position {position}, end offset {end}")
+    finally:
+        consumer.close()
+    return problems

@@ -29,7 +29,7 @@ from instance.local.cluster import produce, sample_lines
 from instance.runtime.holds import Hold
 from router.client.sync_client import QueryClient
 from tests.integration.helpers import hold_commits_mid_run, wait_until, word_counts, wordcount_cluster
-from tests.integration.test_crash_recovery import wait_for_counts
+from tests.integration.test_crash_recovery import wait_for_counts, wait_positions_right
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +114,8 @@ def test_broker_stops_and_comes_back(tmp_path: Path, unique: str, guarantee: str
 
         engines.start(engine, broker_dir, port=port)
         produce(bootstrap, topic, ((None, t.encode()) for t in lines[half:]))
-        wait_for_counts(target, truth, cluster, exact=eos)
+        wait_for_counts(target, truth, cluster, exact=True)
+        wait_positions_right(bootstrap, cluster)
         dead = [i.instance_id for i in cluster.instances if i.proc is None or i.proc.poll() is not None]
         assert not dead, f"{dead} exited after the broker came back\n{cluster.logs()}"
     finally:
