@@ -25,6 +25,8 @@ EXACTLY_ONCE_V2 = "exactly_once_v2"
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 #: the address the query server binds (default: see StreamsConfig.listen_host)
 LISTEN_HOST = "iqmesh.listen.host"
+#: the plain-HTTP port of the kubelet's probes (see StreamsConfig.health_port)
+HEALTH_PORT = "iqmesh.health.port"
 
 
 def _bool(v: Any) -> bool:
@@ -111,6 +113,10 @@ class StreamsConfig:
     metrics_num_samples: int = field(default=2, metadata={"name": "metrics.num.samples", "min": 2})
     #: the instance's Prometheus ``/metrics`` HTTP port (0: none), on ``listen_host``
     metrics_port: int = field(default=0, metadata={"name": "iqmesh.metrics.port", "min": 0, "max": 65535})
+    #: the kubelet's probes over plain HTTP (/startupz, /readyz, /livez; instance/server/health_http.py)
+    #: on ``listen_host``, whatever TLS the query port serves (0: none). Off by default: outside
+    #: Kubernetes nothing probes it, and several instances on one host would clash on a fixed port
+    health_port: int = field(default=0, metadata={"name": HEALTH_PORT, "min": 0, "max": 65535})
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
 
     def __post_init__(self) -> None:
@@ -128,6 +134,7 @@ class StreamsConfig:
             problems.append(f"processing.guarantee must be {AT_LEAST_ONCE} or {EXACTLY_ONCE_V2}, "
                             f"got {self.processing_guarantee!r}")
         problems.extend(_handler_problems(self))
+        problems.extend(_health_port_problems(self))
         if self.membership_assist not in ("auto", "true", "false"):
             problems.append(f"iqmesh.membership.assist must be auto, true or false, got {self.membership_assist!r}")
         if self.leave_group_on_close not in ("auto", "true", "false"):
@@ -239,6 +246,16 @@ def _range_problems(config: StreamsConfig) -> list[str]:
                     else f"at least {low}" if low is not None else f"at most {high}")
             problems.append(f"{f.metadata['name']} must be {want}, got {value}")
     return problems
+
+
+def _health_port_problems(config: StreamsConfig) -> list[str]:
+    """The health port shares ``listen_host`` with the query and metrics ports: it must be its own."""
+    if not config.health_port:
+        return []
+    query = config.application_server.rpartition(":")[2] if _is_endpoint(config.application_server) else ""
+    taken = {"application.server's port": int(query) if query else 0, "iqmesh.metrics.port": config.metrics_port}
+    return [f"{HEALTH_PORT} must differ from {name}, both are {config.health_port}"
+            for name, port in taken.items() if port == config.health_port]
 
 
 def _handler_problems(config: StreamsConfig) -> list[str]:

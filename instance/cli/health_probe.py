@@ -1,10 +1,14 @@
 """``python -m instance.cli.health_probe``: one gRPC health check (grpc.health.v1), exit status 0 when
-SERVING, 1 otherwise; for Kubernetes exec probes.
+SERVING, 1 otherwise; for exec probes and scripts.
 
 Kubernetes' native ``grpc:`` probe dials without TLS, so it cannot check a query server that serves
 TLS only (``iqmesh.tls.cert.file``). This probe reads the same properties file as the instance,
 dials the local server with its CA, and checks the name the certificate was issued for (the
 pod's DNS name, ``$IQMESH_ADVERTISED_HOST`` in the StatefulSet). Health checks need no token.
+Each check starts an interpreter, so the manifests probe ``iqmesh.health.port`` instead
+(instance/server/health_http.py: the same health service read in-process, over plain HTTP);
+``--probe startup|readiness|liveness`` asks what that port's ``/startupz``, ``/readyz`` and
+``/livez`` answer, with the same rule for passing.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from instance import config_providers
 from instance.errors import ConfigException
 from instance.properties_file import load_properties_file
+from instance.server.health_http import PROBE_SERVICES, passes
 from router.core.security import Security
 
 SERVER_NAME_ENV = "IQMESH_ADVERTISED_HOST"
@@ -51,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"name to check the server certificate against (default: ${SERVER_NAME_ENV}, else the "
                    "target's host)")
     p.add_argument("--service", default="", help="health service name ('' is the whole server)")
+    p.add_argument("--probe", choices=sorted(PROBE_SERVICES), help="ask the health service this kubelet probe "
+                   "asks on iqmesh.health.port (startup and readiness: '', liveness: iqmesh.liveness); "
+                   "instead of --service")
     p.add_argument("--timeout", type=float, default=3.0, help="seconds")
     args = p.parse_args(argv)
     try:
@@ -59,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, ConfigException) as e:
         print(f"health_probe: error: {e}", file=sys.stderr)
         return 2
-    status = check(args.target, security, args.server_name, args.service, args.timeout)
+    service = PROBE_SERVICES[args.probe] if args.probe else args.service
+    status = check(args.target, security, args.server_name, service, args.timeout)
     print(status)
-    return 0 if status == "SERVING" else 1
+    return 0 if passes(status) else 1
 
 
 if __name__ == "__main__":

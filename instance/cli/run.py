@@ -27,6 +27,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from instance.runtime.metrics_http import MetricsServer
     from instance.runtime.restore import LoggingRestoreListener
     from instance.runtime.states import State
+    from instance.server.health_http import start_health_server
     from instance.server.servicer import QueryServer
     from instance.startup_checks import check_advertised_endpoint, check_state_dir
 
@@ -48,6 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     streams = KafkaStreams(topology, config)
     streams.restore_listener = LoggingRestoreListener(f"[{config.instance_id}]", say)
     server = QueryServer(streams, grpc_port)
+    health_server = start_health_server(server.health, config.listen_host, config.health_port)  # kubelet probes
     metrics_server = (MetricsServer(streams.metrics, config.listen_host, config.metrics_port, config.security)
                       if config.metrics_port else None)
     done = threading.Event()
@@ -80,6 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         say(f"[{config.instance_id}] stopped after iqmesh.shutdown.timeout.ms={config.shutdown_timeout_ms} "
             "with its threads still closing: what they had not committed is redone by the next owner")
     server.stop()
+    if health_server is not None:
+        health_server.stop()
     if metrics_server is not None:
         metrics_server.stop()
     if failed:

@@ -4,7 +4,8 @@ Kafka: every pod in its own network namespace with its own address, found by its
 name. Steps (``--steps``): start, rolling-update (highest ordinal first, each Ready before the
 next), kill (-9; the kubelet restarts the container), scale-out, scale-in; after each, new input
 and the time until every count is exact; at the end every pod is deleted (SIGTERM, SIGKILL after
-the grace period). Prints the events as they happen (stderr) and one JSON summary (stdout).
+the grace period). Prints the events as they happen (stderr) and one JSON summary (stdout); leaves
+nothing behind unless ``--work-dir`` names where to keep its files.
 Needs kubectl, unshare, nsenter and ip (util-linux, iproute2) and private user namespaces;
 everything it starts ends with it (its own PID namespace)."""
 
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--lines", type=int, default=500, help="lines of text fed after each step (default: 500)")
     s.add_argument("--partitions", type=int, default=6, help="partitions of the input topic (default: 6)")
     s.add_argument("--timeout", type=float, default=180.0, help="seconds per wait (default: 180)")
-    s.add_argument("--work-dir", help="claims, pod files and logs (default: a new temporary directory)")
+    s.add_argument("--work-dir", help="claims, pod files and logs, kept afterwards (default: a new temporary "
+                   "directory, removed at the end; the pods' last log lines go to stderr when a step fails)")
     args = p.parse_args(argv)
     steps = tuple(x.strip() for x in args.steps.split(",") if x.strip())
     if not steps or steps[0] != "start" or set(steps) - set(STEPS):

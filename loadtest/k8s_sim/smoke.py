@@ -1,12 +1,15 @@
 """The smoke run of the simulator: the overlay's StatefulSet on a dev broker, word count input,
 and steps a Kafka Streams team asks about (start, rolling update, kill -9, scale out, scale in),
-each followed by "are the counts exact, and how long until they are"."""
+each followed by "are the counts exact, and how long until they are". Its files (claims, pod
+logs, the broker's data) go to ``work_dir`` when given and are kept; otherwise to a temporary
+directory removed at the end, the pods' last log lines printed to stderr first when a step failed."""
 
 from __future__ import annotations
 
 import collections
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +25,7 @@ from loadtest.k8s_sim.statefulset import CLUSTER_DOMAIN, Options, StatefulSetSim
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 STEPS = ("start", "rolling-update", "kill", "scale-out", "scale-in")
-DEFAULT_STEPS = ("start", "rolling-update", "kill", "scale-out")
+DEFAULT_STEPS = STEPS
 
 
 class EventLog:
@@ -197,11 +200,15 @@ class Smoke:
             time.sleep(0.1)
 
     def _scale(self, sts: StatefulSetSim, replicas: int) -> None:
-        sts.scale(replicas, timeout=self.timeout)
+        """Scale; a pod deleted by a scale-in has its exit status in ``exit_codes`` too."""
+        self.out.setdefault("exit_codes", {}).update(sts.scale(replicas, timeout=self.timeout))
 
     def close(self) -> None:
         if self.sts is not None:
-            self.out["exit_codes"] = self.sts.close()
+            self.out.setdefault("exit_codes", {}).update(self.sts.close())
+            # what each claim holds at the end: they outlive their pods (a scale-in keeps its volume)
+            self.out["claims"] = {d.name: sorted(x.name for x in d.iterdir())
+                                  for d in sorted((self.root / "pvc").glob("*")) if d.is_dir()}
         self.net.close()
         if self.broker is not None:
             self.broker.terminate()
@@ -210,9 +217,25 @@ class Smoke:
 
 def smoke(overlay: str, steps: tuple[str, ...], lines: int = 500, partitions: int = 6, timeout: float = 180.0,
           work_dir: str | None = None) -> dict[str, Any]:
-    root = Path(work_dir or tempfile.mkdtemp(prefix="k8s-sim-"))
-    out = Smoke(render(K8S / "overlays" / overlay), root, lines, partitions, timeout).run(steps)
+    rendered = render(K8S / "overlays" / overlay)
+    root = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="k8s-sim-"))
+    try:
+        out = Smoke(rendered, root, lines, partitions, timeout).run(steps)
+    except BaseException:
+        if not work_dir:
+            print_log_tails(root)
+        raise
+    finally:
+        if not work_dir:
+            shutil.rmtree(root, ignore_errors=True)
+    out["work_dir"] = str(root) if work_dir else None
     return {"overlay": overlay, "steps": list(steps), **out}
+
+
+def print_log_tails(root: Path, chars: int = 3000) -> None:
+    """The end of every pod's and the broker's log, to stderr (before their directory goes)."""
+    for log in sorted([*root.glob("pods/*/container.log"), *root.glob("broker/broker.log")]):
+        print(f"--- {log.relative_to(root)}\n{log.read_text(errors='replace')[-chars:]}", file=sys.stderr, flush=True)
 
 
 def query_seed(sts: StatefulSetSim) -> tuple[str, str]:

@@ -108,9 +108,10 @@ class StatefulSetSim:
         return rc
 
     # -- what users do ----------------------------------------------------------------------------
-    def scale(self, replicas: int, timeout: float = 300.0) -> None:
+    def scale(self, replicas: int, timeout: float = 300.0) -> dict[str, int | None]:
         """Create the missing ordinals / delete the highest ones; OrderedReady one at a time
-        (creation waits for each to be Ready), Parallel all at once."""
+        (creation waits for each to be Ready), Parallel all at once. Returns the exit status of
+        each deleted pod's container."""
         self.on_event("scale", self.name, f"{self.replicas} -> {replicas}")
         current = sorted(self.pods)
         adding = [i for i in range(replicas) if i not in self.pods]
@@ -118,16 +119,16 @@ class StatefulSetSim:
         self.replicas = replicas
         if self.parallel:
             with ThreadPoolExecutor(max_workers=max(1, len(removing))) as pool:
-                list(pool.map(self._delete, removing))
+                codes = list(pool.map(self._delete, removing))
             for i in adding:
                 self._create(i)
             self.wait_ready(adding, timeout)
-            return
-        for i in removing:
-            self._delete(i)
-        for i in adding:
-            self._create(i)
-            self.wait_ready([i], timeout)
+        else:
+            codes = [self._delete(i) for i in removing]
+            for i in adding:
+                self._create(i)
+                self.wait_ready([i], timeout)
+        return {self.pod_name(i): rc for i, rc in zip(removing, codes, strict=True)}
 
     def rolling_update(self, timeout: float = 600.0) -> list[str]:
         """A new template revision (``kubectl rollout restart``): from the highest ordinal down,

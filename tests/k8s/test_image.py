@@ -1,7 +1,8 @@
 """The Dockerfile, tested without a container engine: what the build stage COPYs (after
 .dockerignore) builds the wheel; the wheel, installed in a fresh venv with only its declared
 dependencies, runs the command lines of the manifests (the StatefulSet's `iqmesh run` parses and
-loads its application, `iqmesh gateway --help`, the exec health probe, the snapshot job)."""
+loads its application, `iqmesh gateway --help`, the probes' health port and the health_probe
+command, the snapshot job)."""
 
 from __future__ import annotations
 
@@ -193,11 +194,21 @@ def test_the_gateway_and_probe_commands_run_from_the_wheel(renderings: dict[str,
                                    "print(r.files('router.gateway').joinpath('static/index.html').is_file())"],
                     tmp_path)
     assert imported.stdout.strip() == "True", imported.stderr
-    probe = container(r.get("StatefulSet", "iqmesh"), "instance")["readinessProbe"]["exec"]["command"]
+    # the probes' health port answers from the wheel's code (the path the readiness probe asks)
+    path = container(r.get("StatefulSet", "iqmesh"), "instance")["readinessProbe"]["httpGet"]["path"]
+    served = _run(runtime_venv, [str(runtime_venv / "bin" / "python"), "-c",
+                                 "import urllib.request, urllib.error\n"
+                                 "from grpc_health.v1.health import HealthServicer\n"
+                                 "from instance.server.health_http import HealthServer\n"
+                                 "s = HealthServer(HealthServicer(), '127.0.0.1', 0).start()\n"
+                                 f"r = urllib.request.urlopen(f'http://127.0.0.1:{{s.port}}{path}', timeout=30)\n"
+                                 "print(r.status, r.read().decode().strip())"], tmp_path)
+    assert served.stdout.strip() == "200 SERVING", served.stderr
+    # and the exec probe command users may keep calling
     pod_argv(r, r.get("StatefulSet", "iqmesh"), "instance", "iqmesh-0", tmp_path)  # the mounted files
-    command = [a.replace("/etc/", f"{tmp_path}/etc/") for a in probe]
-    ran = _run(runtime_venv, [str(runtime_venv / "bin" / command[0]), *command[1:], "--target", "127.0.0.1:1",
-                              "--timeout", "1"], tmp_path)
+    ran = _run(runtime_venv, [str(runtime_venv / "bin" / "python"), "-m", "instance.cli.health_probe",
+                              f"--config-file={tmp_path}/etc/iqmesh/config/app.properties", "--probe=readiness",
+                              "--target", "127.0.0.1:1", "--timeout", "1"], tmp_path)
     assert (ran.returncode, ran.stdout.strip()) == (1, "UNAVAILABLE"), ran.stderr
 
 

@@ -4,6 +4,7 @@ arguments their own parsers accept."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,10 @@ from analytics.snapshot.options import add_arguments as snapshot_arguments
 from analytics.snapshot.options import options_from_args
 from instance.app_loader import load_topology
 from instance.cli.gateway import cmd_gateway
-from instance.cli.health_probe import main as probe_main
 from instance.cli.main import parser
 from instance.cli.options import client_security
 from instance.properties_file import load_properties_file
+from instance.server.health_http import PATHS, PROBE_SERVICES
 from instance.server.servicer import LIVENESS
 from loadtest.k8s_sim.manifests import Rendered, container, pod_template
 from tests.k8s.conftest import K8S, OVERLAYS, RENDERINGS, WITH_COMPONENTS
@@ -37,10 +38,14 @@ def instance(r: Rendered) -> dict[str, Any]:
     return container(sts(r), "instance")
 
 
-def grpc_port(r: Rendered) -> int:
-    ports = [p for p in instance(r)["ports"] if p["name"] == "grpc"]
+def named_port(r: Rendered, name: str) -> int:
+    ports = [p for p in instance(r)["ports"] if p["name"] == name]
     assert len(ports) == 1
     return int(ports[0]["containerPort"])
+
+
+def grpc_port(r: Rendered) -> int:
+    return named_port(r, "grpc")
 
 
 @pytest.mark.parametrize("name", RENDERINGS)
@@ -128,35 +133,66 @@ def test_every_container_has_requests_and_limits(renderings: dict[str, Rendered]
 
 
 @pytest.mark.parametrize("name", RENDERINGS)
-def test_probes_point_at_the_health_service(renderings: dict[str, Rendered], name: str, tmp_path: Path) -> None:
-    """Startup and readiness ask grpc.health.v1 on the query port (natively, or through
-    instance.cli.health_probe when the server serves TLS only); liveness asks the liveness service
-    (readiness is NOT_SERVING while rebalancing or restoring, no reason to restart); the startup
-    probe leaves at least 10 minutes for a restore."""
+def test_cpu_limits_only_where_throttling_costs_nothing(renderings: dict[str, Rendered], name: str) -> None:
+    """The instances and the gateway have a CPU request and no CPU limit (CFS throttling would stall
+    heartbeats, probes and answers); the nightly snapshot job has limit = request (a batch job:
+    Guaranteed, throttling costs no one). Memory is limited everywhere."""
     r = renderings[name]
-    c, port = instance(r), grpc_port(r)
+    for w, c in ((sts(r), "instance"), (r.get("Deployment", "iqmesh-gateway"), "gateway")):
+        res = container(w, c)["resources"]
+        assert "cpu" not in res["limits"] and "memory" in res["limits"] and "cpu" in res["requests"], (c, res)
+    res = container(r.get("CronJob", "iqmesh-snapshot"), "snapshot")["resources"]
+    assert res["limits"]["cpu"] == res["requests"]["cpu"] and res["limits"]["memory"] == res["requests"]["memory"]
+
+
+def _cpu_resources(lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, the comment right above) of each ``resources:`` that sets a CPU amount (a
+    container's, not a volume claim's storage)."""
+    out = []
+    for i, line in enumerate(lines):
+        if line.strip() != "resources:":
+            continue
+        def inside(n: str, indent: int = len(line) - len(line.lstrip())) -> bool:
+            return not n.strip() or len(n) - len(n.lstrip()) > indent
+        if any(b.strip().startswith("cpu:") for b in itertools.takewhile(inside, lines[i + 1:])):
+            above = itertools.takewhile(lambda n: n.strip().startswith("#"), reversed(lines[:i]))
+            out.append((i + 1, " ".join(above).lower()))
+    return out
+
+
+def test_the_manifests_say_why_cpu_limits_are_or_are_not_set() -> None:
+    """Every container's resources in k8s/ (base, overlays, components) come with a comment on CPU
+    limits right above them."""
+    found = [(f.relative_to(K8S), n, text) for f in sorted(K8S.rglob("*.yaml"))
+             for n, text in _cpu_resources(f.read_text().splitlines())]
+    assert len(found) >= 6  # instances, gateway, snapshot; the overlays' and the component's patches
+    for f, n, text in found:
+        assert "cpu" in text and "limit" in text, f"{f}:{n}: resources without a word on CPU limits"
+
+
+@pytest.mark.parametrize("name", RENDERINGS)
+def test_probes_ask_the_plain_http_health_port(renderings: dict[str, Rendered], name: str, tmp_path: Path) -> None:
+    """Every probe is an httpGet on the instance's health port (iqmesh.health.port, plain HTTP even
+    where the query port serves TLS only): no exec probe starting an interpreter per check, no grpc
+    probe that cannot dial TLS. Startup and readiness ask the whole server's health, liveness the
+    liveness service (readiness is NOT_SERVING while rebalancing or restoring, no reason to
+    restart); the startup probe leaves at least 10 minutes for a restore (production: an hour)."""
+    r = renderings[name]
+    c = instance(r)
     _, config = run_config(pod_argv(r, sts(r), "instance", "iqmesh-0", tmp_path)[0][1:])
-    for kind in ("startupProbe", "readinessProbe"):
-        probe = c[kind]
-        if config.security.server_tls:
-            command = probe["exec"]["command"]
-            assert command[:3] == ["python", "-m", "instance.cli.health_probe"], command
-            assert "grpc" not in probe
-        else:
-            assert probe["grpc"]["port"] == port and probe["grpc"].get("service", "") == ""
-    live = c["livenessProbe"]
-    if config.security.server_tls:
-        assert live["exec"]["command"][:3] == ["python", "-m", "instance.cli.health_probe"], live
-        assert f"--service={LIVENESS}" in live["exec"]["command"] and "grpc" not in live
-    else:
-        assert live["grpc"] == {"port": port, "service": LIVENESS}
+    health = named_port(r, "health")
+    assert config.health_port == health != grpc_port(r)
+    for kind in ("startup", "readiness", "liveness"):
+        probe = c[f"{kind}Probe"]
+        assert {"exec", "grpc", "tcpSocket"}.isdisjoint(probe), probe
+        get = probe["httpGet"]
+        assert get["port"] == "health" and get.get("scheme", "HTTP") == "HTTP", probe
+        assert PATHS[get["path"]] == kind
+    assert PROBE_SERVICES["liveness"] == LIVENESS and PROBE_SERVICES["readiness"] == PROBE_SERVICES["startup"] == ""
     startup = c["startupProbe"]
-    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
-    # an exec probe targets the query port (instance.cli.health_probe's default unless --target says)
-    if config.security.server_tls:
-        command = c["readinessProbe"]["exec"]["command"]
-        targets = [a.split("=", 1)[1] for a in command if a.startswith("--target=")]
-        assert (targets or ["127.0.0.1:50051"]) == [f"127.0.0.1:{port}"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= (600 if name == "dev" else 3600)
+    if name != "dev":
+        assert config.security.server_tls  # the case the exec probe was for
 
 
 @pytest.mark.parametrize("name", RENDERINGS)
@@ -212,19 +248,6 @@ def test_properties_file_names_known_settings_only(renderings: dict[str, Rendere
 
 
 @pytest.mark.parametrize("name", RENDERINGS)
-def test_exec_health_probe_parses_its_config(renderings: dict[str, Rendered], name: str, tmp_path: Path) -> None:
-    """Where the probes are exec probes, their command line works: nothing listens on the port
-    given here, so the answer is 'not serving' (1), not a configuration error (2)."""
-    r = renderings[name]
-    probe = instance(r)["readinessProbe"]
-    if "exec" not in probe:
-        pytest.skip(f"{name} probes with the kubelet's native grpc probe: there is no exec command line to run")
-    pod_argv(r, sts(r), "instance", "iqmesh-0", tmp_path)  # writes the mounted files under tmp_path
-    command = [a.replace("/etc/", f"{tmp_path}/etc/") for a in probe["exec"]["command"]]
-    assert probe_main([*command[3:], "--target", "127.0.0.1:1", "--timeout", "1"]) == 1
-
-
-@pytest.mark.parametrize("name", RENDERINGS)
 def test_pdb_takes_one_instance_at_a_time(renderings: dict[str, Rendered], name: str) -> None:
     r = renderings[name]
     pdbs = [p for p in r.of_kind("PodDisruptionBudget") if p["spec"]["selector"]["matchLabels"] == INSTANCE_LABELS]
@@ -244,11 +267,13 @@ def test_client_service_routes_to_ready_instances(renderings: dict[str, Rendered
 def test_network_policy_admits_grpc_from_peers_gateway_and_clients_only(renderings: dict[str, Rendered],
                                                                         name: str) -> None:
     r = renderings[name]
-    pols = [p for p in r.of_kind("NetworkPolicy") if p["spec"]["podSelector"]["matchLabels"] == INSTANCE_LABELS]
+    pols = [p for p in r.of_kind("NetworkPolicy") if "Ingress" in p["spec"]["policyTypes"]
+            and p["spec"]["podSelector"].get("matchLabels") == INSTANCE_LABELS]
     assert len(pols) == 1
     spec = pols[0]["spec"]
     assert spec["policyTypes"] == ["Ingress"] and len(spec["ingress"]) == 1
     rule = spec["ingress"][0]
+    # the gRPC port only: the health port is the kubelet's (from the node, which no policy blocks)
     assert rule["ports"] == [{"port": grpc_port(r), "protocol": "TCP"}]
     sources = [f["podSelector"]["matchLabels"] for f in rule["from"]]
     assert all(set(f) == {"podSelector"} for f in rule["from"]), "no namespace or IP block sources"
