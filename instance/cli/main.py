@@ -1,5 +1,5 @@
 """The ``iqmesh`` command: run, get, range, prefix, all, watch, metadata, gateway, snapshot, describe, broker,
-topic, produce, consume, demo.
+topic, produce, consume, reset, demo.
 
 One style for every command: results are JSON on stdout with snake_case keys and numbers as
 numbers; an error is one line on stderr, ``iqmesh COMMAND: error: CODE: message`` (CODE a gRPC
@@ -12,7 +12,7 @@ import argparse
 import logging
 import sys
 
-from instance.cli import broker, demo, gateway, kafka, query, run, snapshot
+from instance.cli import broker, demo, gateway, kafka, query, reset, run, snapshot
 from instance.cli.errors import run_command
 from instance.cli.options import HelpFormatter
 
@@ -36,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_describe_parser(command)
     broker.add_parser(command)
     kafka.add_parsers(command, HelpFormatter)
+    reset.add_parser(command)
     demo.add_parser(command)
     return ap
 
