@@ -1,7 +1,22 @@
 """``/metrics`` in the Prometheus text format (0.0.4): the instances' figures from the latest
-routing table, the rates derived from it, the gateway's own request counts and latencies, and every
-live instance's Kafka Streams metrics (its Metrics RPC, asked at each scrape; named as on the
-instance's own ``/metrics``, router/core/metrics_text.py, with an ``instance`` label)."""
+routing table, the rates derived from it, the processing lag the gateway reads with Describe, the
+gateway's own request counts and latencies, and every live instance's Kafka Streams metrics (its
+Metrics RPC, asked at each scrape).
+
+Naming, one scheme for both kinds (ops/README.md has the whole list and the scrape settings):
+
+* Kafka Streams' metrics keep the names the Prometheus JMX exporter gives Kafka Streams' MBeans:
+  ``kafka_streams_<group>_<name>`` with every ``-`` as ``_`` and one label per tag, ``-`` as ``_``
+  (``kafka.streams:type=stream-thread-metrics,thread-id=T`` ``process-rate`` ->
+  ``kafka_streams_stream_thread_metrics_process_rate{thread_id="T"}``), exactly as the instance's own
+  ``/metrics`` names them (router/core/metrics_text.py), plus an ``instance`` label: the instance id.
+  Every metric an instance records is exported, whatever its group and name, so a metric added to
+  instance/runtime/metrics.py appears here with no change (``dirty-close-total`` of
+  ``stream-thread-metrics`` -> ``kafka_streams_stream_thread_metrics_dirty_close_total``); a
+  ``-total`` is a counter, anything else a gauge.
+* What Kafka Streams has no metric for (the routing table, the query counters, the processing lag,
+  the gateway) is ``iqmesh_*``, with the same ``instance`` label where it is about one instance.
+"""
 
 from __future__ import annotations
 
@@ -69,6 +84,14 @@ def _instance_families(snap: Snapshot) -> Iterable[_Family]:
     errors = _Family("iqmesh_instance_query_errors_total", "counter", "Failed query calls by gRPC status.")
     dropped = _Family("iqmesh_instance_dropped_records_total", "counter",
                       "Records the instance dropped, by reason (late for a window, null key, a handler's skip).")
+    plag = _Family("iqmesh_instance_processing_lag_records", "gauge",
+                   "Input records not yet committed as processed (end offset minus the group's committed "
+                   "offset, as kafka-consumer-groups shows), summed over the input partitions of the tasks "
+                   "the instance holds active; instance \"(no owner)\": partitions whose task no live "
+                   "instance holds.")
+    tlag = _Family("iqmesh_topic_processing_lag_records", "gauge",
+                   "Input records not yet committed as processed, summed per input topic (repartition "
+                   "topics included).")
     for i in snap.metadata.get("instances", []):
         iid = i["instance_id"]
         up.add(1 if i["alive"] else 0, instance=iid)
@@ -96,8 +119,13 @@ def _instance_families(snap: Snapshot) -> Iterable[_Family]:
             errors.add(n, instance=iid, code=code)
         for reason, n in c.get("dropped_records", {}).items():
             dropped.add(n, instance=iid, reason=reason)
+    # empty until the gateway's first Describe answer (topology.py)
+    for iid, n in snap.processing_lag.get("by_instance", {}).items():
+        plag.add(n, instance=iid)
+    for topic, n in snap.processing_lag.get("by_topic", {}).items():
+        tlag.add(n, topic=topic)
     return (up, state, age, tasks, pos, end, lag, upd, qps, rps, processed, gets, get_s, scans, entries, errors,
-            dropped)
+            dropped, plag, tlag)
 
 
 def _gateway_families(metrics: GatewayMetrics, snap: Snapshot | None) -> Iterable[_Family]:
