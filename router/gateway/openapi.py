@@ -244,8 +244,11 @@ def document(token_required: bool = False) -> dict[str, Any]:
             "events"),
         "/healthz": _get("The process answers", {"200": _json(_obj(["status"], status={"type": "string"}), "ok")},
                          op_id="healthz"),
-        "/readyz": _get("The gateway can answer queries", {
-            "200": _json(_ref("Ready"), "ready"), **_errors(503)}, op_id="readyz"),
+        "/readyz": _get("The gateway can serve (cluster=true: the cluster can answer queries)", {
+            "200": _json(_ref("Ready"), "ready"), **_errors(400, 503)},
+            [_q("cluster", {"type": "boolean", "default": False},
+                "ready only when the cluster can answer queries (every partition owned by a running instance)")],
+            "readyz"),
         "/metrics": _get("Prometheus metrics", {"200": _text("text/plain", "Prometheus text format 0.0.4")},
                          op_id="metrics"),
     }

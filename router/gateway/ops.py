@@ -19,7 +19,7 @@ from aiohttp import web
 from router.gateway import prometheus
 from router.gateway.context import Gateway, gateway_of
 from router.gateway.discovery import TopicDiscovery
-from router.gateway.errors import ApiError
+from router.gateway.errors import ApiError, bad_request
 from router.gateway.params import boolean, only
 from router.gateway.snapshot import store_replicas
 
@@ -77,6 +77,8 @@ async def readyz(request: web.Request) -> web.Response:
     """This gateway's readiness, or with ``cluster=true`` the cluster's. Partitions without a live
     owner are listed (queries on them get 503) but make neither unready."""
     only(request.query, READYZ_PARAMS)
+    if request.query.get("cluster") == "":  # a probe's URL says what it means: true or false
+        raise bad_request("cluster must be true or false, got ''")
     for_cluster = boolean(request.query, "cluster")
     gw = gateway_of(request)
     own = [] if for_cluster else gateway_problems(gw)
