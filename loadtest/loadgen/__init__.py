@@ -7,7 +7,8 @@ keys.py      which key each request asks for (uniform, Zipf)
 recorder.py  what each answer tells: HDR histograms overall and per second, errors, staleness
 targets.py   one query through the async gRPC client or the REST gateway
 drive.py     open-loop and closed-loop drivers
-plot.py      throughput and latency over time, events marked
+plot.py      throughput and latency over time (the figure; plot_events.py: the events numbered,
+             their key; plot_text.py: the summary box and what a stale answer is)
 """
 
 from loadtest.loadgen.drive import LoadSpec, run_load

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "result.json").write_text(json.dumps(result, indent=1))
     plot(result["timeline"], read_events(args.events, result["started_wall"]), out / "plot.png",
-         args.title or f"{result['protocol']} {result['mode']}-loop")
+         args.title or f"{result['protocol']} {result['mode']}-loop", result)
     print(json.dumps({k: v for k, v in result.items() if k != "timeline"}), flush=True)
     return 0
 

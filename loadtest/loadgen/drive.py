@@ -88,6 +88,8 @@ async def _open_loop(target: Target, spec: LoadSpec, keys: KeyChooser, rec: Reco
         task = asyncio.create_task(_released(slots, target, keys.next(), intended, rec))
         running.add(task)
         task.add_done_callback(running.discard)
+    # the schedule ran to its end (no request was due before it) or was stopped now
+    rec.end(time.time() + (0.0 if stop.is_set() else max(0.0, end - time.monotonic())))
     if running:
         await asyncio.gather(*running)
 
@@ -98,6 +100,7 @@ async def _closed_loop(target: Target, spec: LoadSpec, keys: KeyChooser, rec: Re
         while not stop.is_set() and time.monotonic() < end:
             await _one(target, keys.next(), time.monotonic(), rec)
     await asyncio.gather(*(worker() for _ in range(spec.workers)))
+    rec.end()
 
 
 async def run_load(target: Target, spec: LoadSpec, keys: KeyChooser, rec: Recorder,

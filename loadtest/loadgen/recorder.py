@@ -59,6 +59,8 @@ class Recorder:
         self.max_stale_lag = 0
         self.max_staleness_s = 0.0
         self.seconds: dict[int, _Second] = collections.defaultdict(_Second)
+        #: when the schedule ended (:meth:`end`): the second it falls in is partial (see timeline)
+        self.ended_wall: float | None = None
         #: key -> fresh (unflagged) values seen, increasing, and when each was first seen
         self._fresh: dict[str, tuple[list[int], list[float]]] = {}
 
@@ -111,6 +113,11 @@ class Recorder:
         self.error_examples.setdefault(status, detail[:300])
         self._second(wall).errors += 1
 
+    def end(self, wall: float | None = None) -> None:
+        """The schedule ended (no request starts after ``wall``): the second it falls in and any
+        after it are marked partial in the timeline."""
+        self.ended_wall = time.time() if wall is None else wall
+
     # -- results ----------------------------------------------------------------------------------
     @property
     def total(self) -> int:
@@ -123,13 +130,18 @@ class Recorder:
         return {k: round(v, 3) for k, v in out.items()}
 
     def timeline(self) -> list[dict[str, Any]]:
-        """One row per second of the run: answers, errors, stale, p50/p99/max latency (ms)."""
+        """One row per second of the run (``t``: its start): answers, errors, stale, p50/p99/max
+        latency (ms); ``partial`` once :meth:`end` was called, for the second the schedule ended in
+        and any after it (answers still arriving): they were covered only in part, so a plot leaves
+        them out rather than draw a drop (the rows still add up to every request)."""
+        whole = math.inf if self.ended_wall is None else math.floor(self.ended_wall - self.started_wall)
         rows = []
         for s in range(max(self.seconds, default=-1) + 1):
             sec = self.seconds.get(s, _Second())
             lat = sorted(sec.latencies_ms)
             rows.append({"t": s, "ok": sec.ok, "errors": sec.errors, "stale": sec.stale,
-                         "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99), "max_ms": lat[-1] if lat else None})
+                         "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99), "max_ms": lat[-1] if lat else None,
+                         "partial": s >= whole})
         return rows
 
     def summary(self) -> dict[str, Any]:

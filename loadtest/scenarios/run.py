@@ -319,7 +319,7 @@ class Scenario:
                   if e["event"] in PLOTTED and e["wall"] >= t0]
         png = plot(res["timeline"], events, self.out / f"{self.s.engine}-{self.name}.png",
                    f"{self.name} on {self.s.engine}: {res['protocol']} {self.s.query_rate:g} q/s open-loop, "
-                   f"ingest {self.s.ingest_rate:g} lines/s")
+                   f"ingest {self.s.ingest_rate:g} lines/s", res)
         (self.out / f"{self.s.engine}-{self.name}.timeline.json").write_text(json.dumps(res["timeline"]))
         return {**{k: v for k, v in res.items() if k != "timeline"}, "plot": str(png)}
 

@@ -1,5 +1,6 @@
-"""The dashboard: static HTML and JS served as they are (no build step), charts by the vendored
-uPlot (static/vendor, MIT, its license beside it). It reads /v1/events for live snapshots and the
+"""The dashboard: static HTML and JS served as they are (no build step): static/dashboard.js the
+page, static/charts.js the charts, drawn by the vendored uPlot (static/vendor, MIT, its license
+beside it). It reads /v1/events for live snapshots (each with its chart point, points.py) and the
 /v1 API for lookups and the top-entries table."""
 
 from __future__ import annotations

@@ -1,5 +1,11 @@
-"""The gateway's own figures over time, for the dashboard's latency and error charts: its
-cumulative counters (metrics.py) read at each snapshot, and the growth between two readings.
+"""Latency and errors over time, for the dashboard's charts: the gateway's own cumulative counters
+(metrics.py) and each instance's Get counters (from the routing table) read at each snapshot, and
+the growth between two readings.
+
+An instance's query latency is the mean of its Gets over the window: the growth of the seconds it
+spent in Get over the growth of its Gets (answered or forwarded), as Prometheus'
+``rate(iqmesh_instance_get_seconds_total) / rate(iqmesh_instance_gets_total)``; a failed Get's time
+is in the seconds but not in the count.
 
 Latency quantiles come from the growth of the query routes' histograms over the window (as
 Prometheus' ``histogram_quantile`` over a ``rate``): linear within a bucket, so a quantile is
@@ -9,6 +15,7 @@ only as fine as the buckets (metrics.BUCKETS).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from router.gateway.metrics import BUCKETS, GatewayMetrics
 
@@ -79,3 +86,37 @@ def gateway_rates(now: GatewayReading, base: GatewayReading | None, seconds: flo
             "queries_per_s": round((now.queries - base.queries) / seconds, 2),
             "client_errors_per_s": round((now.client_errors - base.client_errors) / seconds, 2),
             "server_errors_per_s": round((now.server_errors - base.server_errors) / seconds, 2)}
+
+
+@dataclass(frozen=True)
+class GetTimes:
+    """Each instance's Get counters in one routing table: Gets it answered or forwarded, and the
+    seconds it spent in Get."""
+
+    gets: dict[str, int]
+    seconds: dict[str, float]
+
+    @staticmethod
+    def of(md: dict[str, Any]) -> GetTimes:
+        gets, seconds = {}, {}
+        for i in md.get("instances", []):
+            c = i["counters"]
+            gets[i["instance_id"]] = int(c["gets_local"] + c["gets_routed"] + c["gets_forwarded"])
+            seconds[i["instance_id"]] = float(c["get_seconds"])
+        return GetTimes(gets, seconds)
+
+
+def instance_get_ms(now: GetTimes, base: GetTimes | None) -> dict[str, float | None]:
+    """Per instance of ``now``: its mean Get latency in ms since ``base`` (None when it had no Get
+    in between, or there is no base). An instance that restarted (its count went down) counts from zero."""
+    out: dict[str, float | None] = {}
+    for iid, gets in now.gets.items():
+        if base is None:
+            out[iid] = None
+            continue
+        seconds = now.seconds.get(iid, 0.0)
+        base_gets, base_seconds = base.gets.get(iid, 0), base.seconds.get(iid, 0.0)
+        if gets >= base_gets:
+            gets, seconds = gets - base_gets, seconds - base_seconds
+        out[iid] = round(max(0.0, seconds) * 1000 / gets, 3) if gets > 0 else None
+    return out

@@ -24,7 +24,8 @@ from router.client.sync_client import routing_table_to_dict
 from router.gateway.backend import Backend
 from router.gateway.errors import ApiError
 from router.gateway.metrics import GatewayMetrics
-from router.gateway.series import GatewayReading, gateway_rates
+from router.gateway.points import chart_point, gap_point
+from router.gateway.series import GatewayReading, GetTimes, gateway_rates, instance_get_ms
 from router.gateway.timeline import ClusterEvent, aged, changes, presence
 from router.gateway.topology import TopologyPoller, processing_lag
 from router.rpc import iqmesh_pb2 as pb
@@ -101,6 +102,8 @@ class Snapshot:
     #: the topology (topology.topology_to_json) and why it or the lag could not be read
     topology: dict[str, Any] = field(default_factory=dict)
     topology_error: str = ""
+    #: this snapshot's point on the dashboard's charts (points.py)
+    point: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self, metrics: GatewayMetrics) -> dict[str, Any]:
         md = self.metadata
@@ -113,7 +116,7 @@ class Snapshot:
             "gateway": {"requests_total": metrics.requests_total, "errors_total": metrics.errors_total,
                         "uptime_s": round(time.time() - metrics.started, 1)},
             "gateway_rates": self.gateway_rates, "events": self.events, "processing_lag": self.processing_lag,
-            "topology": self.topology, "topology_error": self.topology_error,
+            "topology": self.topology, "topology_error": self.topology_error, "point": self.point,
         }
 
 
@@ -133,6 +136,7 @@ class Sample:
     processed: dict[str, int]  # instance -> records it processed (counter)
     errors: dict[str, int] = field(default_factory=dict)  # instance -> failed query calls (counter)
     gateway: GatewayReading | None = None
+    gets: GetTimes | None = None
 
     @staticmethod
     def of(md: dict[str, Any], at: float, gateway: GatewayReading | None = None) -> Sample:
@@ -141,7 +145,7 @@ class Sample:
                       {i["instance_id"]: answered(i["counters"]) for i in md["instances"]},
                       {i["instance_id"]: i["counters"]["records_processed"] for i in md["instances"]},
                       {i["instance_id"]: sum(i["counters"]["query_errors"].values()) for i in md["instances"]},
-                      gateway)
+                      gateway, GetTimes.of(md))
 
 
 def _growth_per_s(now: dict[str, int], base: dict[str, int], iid: str, seconds: float) -> float:
@@ -213,7 +217,8 @@ class SnapshotPoller:
                     self.events.extend(changes(prev.metadata, md, at))
             snap = Snapshot(prev.at if prev else 0.0, prev.via if prev else "", md,
                             prev.rates if prev else {}, error=msg, gateway_rates=prev.gateway_rates if prev else {},
-                            events=self._events_json())
+                            events=self._events_json(), point=gap_point(at, md))
+            self.history.append(snap.point)
         else:
             md = metadata_to_json(reply)
             self._read = (at, md)
@@ -233,8 +238,9 @@ class SnapshotPoller:
             self._samples.append(now)
             while self._samples and self._samples[0].at < at - UPDATES_WINDOW_S:
                 self._samples.popleft()
-            self.history.append({"t": int(at * 1000) / 1000, "rates": snap.rates, "gateway": gw,
-                                 "processing_lag": plag})
+            get_ms = instance_get_ms(now.gets, queries_base.gets if queries_base else None) if now.gets else {}
+            snap.point = chart_point(at, md, snap.rates, get_ms, gw, plag)
+            self.history.append(snap.point)
             if self.on_alive is not None:
                 self.on_alive([i["endpoint"] for i in md["instances"] if i["alive"] and i["endpoint"]])
         self.latest = snap

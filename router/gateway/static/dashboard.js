@@ -1,8 +1,7 @@
 // iqmesh dashboard: live snapshots from /v1/events (SSE), lookups and scans through the /v1 API.
-// Plain browser JavaScript, no build step; charts by the vendored uPlot.
+// Plain browser JavaScript, no build step; the charts are charts.js's (the vendored uPlot).
 "use strict";
 
-const KEEP_POINTS = 300;          // about five minutes of one-second snapshots
 const TOP_REFRESH_MS = 3000;
 const PALETTE = ["#2b6cb0", "#c05621", "#2f855a", "#6b46c1", "#b83280", "#2c7a7b", "#975a16", "#4a5568"];
 
@@ -33,153 +32,19 @@ function colour(id) {
   return colours.get(id);
 }
 
-// ---- time series and charts -------------------------------------------------------------------
-const METRICS = ["updates", "records", "queries", "lag", "plag"];
-// charts of the gateway's own figures and the cluster's totals: fixed series, not one per instance
-const FIXED = {
-  latency: [{key: "p50_ms", label: "p50", stroke: "#2b6cb0"}, {key: "p99_ms", label: "p99", stroke: "#c05621"}],
-  errors: [{key: "client_errors_per_s", label: "gateway 4xx", stroke: "#b7791f"},
-           {key: "server_errors_per_s", label: "gateway 5xx", stroke: "#c0392b"},
-           {key: "instance_errors_per_s", label: "instance query errors", stroke: "#6b46c1"}],
-};
-const series = {t: [], ids: [], updates: {}, records: {}, queries: {}, lag: {}, plag: {}, latency: {}, errors: {},
-                topics: [], ptopic: {}};
-for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) series[name][f.key] = [];
-const charts = {};
-let clusterEvents = [];  // the latest snapshot's list (timeline.py), marked on every chart
-
-function addPoint(t, rates, gateway, plag) {
-  const byInstance = (plag && plag.by_instance) || {}, byTopic = (plag && plag.by_topic) || {};
-  for (const topic of Object.keys(byTopic)) {
-    if (!series.topics.includes(topic)) {
-      series.topics.push(topic);
-      series.ptopic[topic] = new Array(series.t.length).fill(null);
-    }
-  }
-  for (const topic of series.topics) series.ptopic[topic].push(byTopic[topic] === undefined ? null : byTopic[topic]);
-  const g = {...(gateway || {}),
-             instance_errors_per_s: Object.values(rates).reduce((a, r) => a + (r.query_errors_per_s || 0), 0)};
-  for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) {
-    const v = g[f.key];
-    series[name][f.key].push(v === undefined ? null : v);
-  }
-  series.t.push(t);
-  for (const id of Object.keys(rates)) {
-    if (!series.ids.includes(id)) {
-      series.ids.push(id);
-      for (const m of METRICS) series[m][id] = new Array(series.t.length - 1).fill(null);
-    }
-  }
-  for (const id of series.ids) {
-    const r = rates[id];
-    series.updates[id].push(r ? r.store_updates_per_s : null);
-    series.records[id].push(r ? r.records_per_s : null);
-    series.queries[id].push(r ? r.queries_per_s : null);
-    series.lag[id].push(r ? r.lag : null);
-    series.plag[id].push(byInstance[id] === undefined ? null : byInstance[id]);
-  }
-  if (series.t.length > KEEP_POINTS) {
-    series.t.shift();
-    for (const m of METRICS) for (const id of series.ids) series[m][id].shift();
-    for (const name of Object.keys(FIXED)) for (const f of FIXED[name]) series[name][f.key].shift();
-    for (const topic of series.topics) series.ptopic[topic].shift();
-  }
-}
-
-// units of each chart's values (the y axis says them; the legend is the instances table's colours)
-const UNITS = {updates: "updates/s", records: "records/s", queries: "queries/s", lag: "records",
-               latency: "ms", errors: "errors/s", plag: "records", ptopic: "records"};
-// colours of the event markers (and of their badges in the timeline list)
-const EVENT_COLOURS = {joined: "#2f855a", late: "#b7791f", back: "#2f855a", gone: "#c0392b", rebalance: "#b7791f",
-                       restore: "#2c7a7b", restored: "#2c7a7b", error: "#c0392b"};
-
-// a uPlot plugin drawing each cluster event as a dashed vertical line over the plot
-const eventMarkers = {hooks: {draw: [(u) => {
-  const ctx = u.ctx, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height;
-  ctx.save();
-  ctx.setLineDash([5, 4]);
-  ctx.lineWidth = 1.5 * devicePixelRatio;
-  for (const e of clusterEvents) {
-    const x = Math.round(u.valToPos(e.at_ms / 1000, "x", true));
-    if (x < u.bbox.left - 1 || x > u.bbox.left + u.bbox.width + 1) continue;
-    ctx.strokeStyle = EVENT_COLOURS[e.kind] || "#4a5568";
-    ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
-  }
-  ctx.restore();
-}]}};
 const pad2 = (n) => String(n).padStart(2, "0");
 // 24-hour clock, day before month: the same whatever the browser's locale
 const clock = (d) => `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
 const day = (d) => `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())}`;
 
-function drawChart(name, target) {
-  const fixed = FIXED[name];
-  const ids = fixed ? fixed.map((f) => f.key) : name === "ptopic" ? series.topics.slice() : series.ids.slice();
-  const data = [series.t, ...ids.map((id) => series[name][id])];
-  const box = $(target);
-  const width = Math.max(300, box.clientWidth || 400);
-  const c = charts[name];
-  if (c && c.ids.join("|") === ids.join("|")) {
-    if (Math.abs(c.plot.width - width) > 4) c.plot.setSize({width, height: 200});
-    c.plot.setData(data);
-    return;
-  }
-  if (c) c.plot.destroy();
-  box.textContent = "";
-  const opts = {
-    width, height: 200,
-    scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)]}},
-    series: [{}, ...(fixed ? fixed.map((f) => ({label: f.label, stroke: f.stroke, width: 2, spanGaps: false}))
-                           : ids.map((id) => ({label: id, stroke: name === "ptopic" ? topicColour(id) : colour(id),
-                                              width: 2, spanGaps: true})))],
-    plugins: [eventMarkers],
-    axes: [
-      {space: 90, values: (u, splits) => splits.map((v) => clock(new Date(v * 1000)))},
-      {size: 70, label: UNITS[name], labelSize: 18,
-       values: (u, splits) => splits.map((v) => String(+v.toFixed(2)))},
-    ],
-    legend: {show: false},
-  };
-  charts[name] = {ids, plot: new uPlot(opts, data, box)};
-}
-
-function drawCharts() {
-  drawChart("updates", "#chart-updates");
-  drawChart("records", "#chart-records");
-  drawChart("queries", "#chart-queries");
-  drawChart("lag", "#chart-lag");
-  drawChart("plag", "#chart-plag");
-  drawChart("ptopic", "#chart-ptopic");
-  drawChart("latency", "#chart-latency");
-  drawChart("errors", "#chart-errors");
-}
-
-// the series names of the fixed charts (their lines are not the instances' colours)
-const TOPIC_PALETTE = ["#2c7a7b", "#975a16", "#b83280", "#4a5568", "#2b6cb0", "#c05621"];
-const topicColours = new Map();
-function topicColour(topic) {
-  if (!topicColours.has(topic)) topicColours.set(topic, TOPIC_PALETTE[topicColours.size % TOPIC_PALETTE.length]);
-  return topicColours.get(topic);
-}
-
-function renderKeys() {
-  const box = $("#key-ptopic");
-  if (box.childElementCount !== series.topics.length) {
-    box.textContent = "";
-    for (const topic of series.topics) box.append(el("span", {class: "key"}, el("span", {class: "dot", style: `background:${topicColour(topic)}`}), topic));
-  }
-  for (const name of Object.keys(FIXED)) {
-    const box = $(`#key-${name}`);
-    if (box.childElementCount) continue;
-    for (const f of FIXED[name]) box.append(el("span", {class: "key"}, el("span", {class: "dot", style: `background:${f.stroke}`}), f.label));
-  }
-}
-
+// ---- cluster events: the list, numbered as on the charts (charts.js) --------------------------
 function renderEvents(snap) {
-  clusterEvents = snap.events || [];
+  setEvents(snap.events);
   const body = $("#events tbody");
   body.textContent = "";
-  const recent = clusterEvents.slice(-12).reverse();
+  // those the charts show (the newest 30), else the latest 12
+  const inView = clusterEvents.filter(inWindow);
+  const recent = (inView.length ? inView.slice(-30) : clusterEvents.slice(-12)).reverse();
   if (!recent.length) {
     body.append(el("tr", {}, el("td", {colspan: 3, class: "muted"},
       "none since the gateway started (joins, disappearances, rebalances and restores show here and on the charts)")));
@@ -187,9 +52,11 @@ function renderEvents(snap) {
   }
   for (const e of recent) {
     const d = new Date(e.at_ms);
-    body.append(el("tr", {"data-event": e.kind},
+    const tint = EVENT_COLOURS[e.kind] || "#4a5568";
+    body.append(el("tr", {"data-event": e.kind, "data-n": eventNumber(e)},
       el("td", {class: "num"}, `${day(d)} ${clock(d)}`),
-      el("td", {}, el("span", {class: "badge", style: `background:${EVENT_COLOURS[e.kind] || "#4a5568"};color:#fff`}, e.kind)),
+      el("td", {}, el("span", {class: "event-n", style: `border-color:${tint};color:${tint}`}, eventNumber(e)),
+         el("span", {class: "badge", style: `background:${tint};color:#fff`}, e.kind)),
       el("td", {}, e.text)));
   }
 }
@@ -314,15 +181,12 @@ function onSnapshot(snap) {
   conn.className = `badge ${snap.error ? "bad" : "ok"}`;
   $("#source").textContent = snap.error
     ? snap.error : `routing table of ${snap.asked} via ${snap.via}, ${fmt(snap.age_ms / 1000)} s old`;
-  if (snap.history) {
-    for (const h of snap.history) addPoint(h.t, h.rates, h.gateway, h.processing_lag);
-  } else if (!snap.error) {
-    addPoint(snap.at_ms / 1000, Object.fromEntries(snap.instances.map((i) => [i.instance_id, i])), snap.gateway_rates,
-             snap.processing_lag);
-  }
+  // the chart points (points.py): the recent ones first, then one per snapshot, a gap when the
+  // cluster is unreachable
+  for (const p of snap.history || []) addPoint(p);
+  addPoint(snap.point);
   renderEvents(snap);
   renderTopology(snap);
-  renderKeys();
   renderInstances(snap);
   renderPartitions(snap);
   fillStoreSelect($("#lookup-store"), snap.stores);
