@@ -309,7 +309,7 @@ class KafkaStreams:
         if self.global_thread is not None:  # global records the deserialization handler skipped
             dropped.update(self.global_thread.errors.dropped)
         return self.query_counters.totals(self._processed_by_gone_threads + sum(t.processed for t in threads),
-                                          dropped)
+                                          dropped, sum(t.dirty_closes() for t in threads))
 
     def _store_catalog(self) -> tuple[StoreInfo, ...]:
         """Every store; a global one with no changelog and one partition (see StoreInfo)."""

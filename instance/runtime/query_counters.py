@@ -48,9 +48,10 @@ class QueryCounters:
                 self._slots.append(s)
         return s
 
-    def totals(self, records_processed: int, dropped_records: Mapping[str, int]) -> InstanceCounters:
-        """The sums over every thread's slot, with the stream threads' ``records_processed`` and
-        ``dropped_records`` (by reason)."""
+    def totals(self, records_processed: int, dropped_records: Mapping[str, int],
+               dirty_closes: int = 0) -> InstanceCounters:
+        """The sums over every thread's slot, with the stream threads' ``records_processed``,
+        ``dropped_records`` (by reason) and ``dirty_closes``."""
         with self._lock:
             slots = list(self._slots)
         errors: defaultdict[str, int] = defaultdict(int)
@@ -67,4 +68,5 @@ class QueryCounters:
             scan_entries=sum(s.scan_entries for s in slots),
             query_errors=tuple(sorted(errors.items())),
             dropped_records=tuple(sorted((k, n) for k, n in dropped_records.items() if n)),
+            dirty_closes=dirty_closes,
         )

@@ -146,6 +146,11 @@ class StreamThread(threading.Thread):
         tm = self.tasks
         return tm.dropped_records() if tm is not None else dict(self.errors.dropped)
 
+    def dirty_closes(self) -> int:
+        """Active tasks this thread closed without a commit (its ``dirty-close-total``)."""
+        tm = self.tasks
+        return tm.metrics.dirty_close.count if tm is not None else 0
+
     def _set_state(self, s: ThreadState) -> None:
         self.state = s
         self._on_state(self, s)

@@ -278,7 +278,7 @@ class TaskManager:
         """Close tasks; ``clean`` (just committed) checkpoints those not restoring. Otherwise they
         are closed dirty: the thread's ``dirty-close`` metric counts them."""
         if not clean and ids:
-            self.metrics.dirty_close.record(float(len(ids)), self.metrics.clock())
+            self.metrics.dirty_close.record(float(len(ids)), self.metrics.clock(), count=len(ids))
         with self.lock:
             for tid in ids:
                 task = self.tasks.pop(tid)

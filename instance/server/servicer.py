@@ -255,7 +255,7 @@ def _counters_pb(c: InstanceCounters) -> pb.InstanceCounters:
     return pb.InstanceCounters(
         records_processed=c.records_processed, gets_local=c.gets_local, gets_routed=c.gets_routed,
         gets_forwarded=c.gets_forwarded, get_seconds=c.get_seconds, scans=c.scans, scan_entries=c.scan_entries,
-        query_errors=dict(c.query_errors), dropped_records=dict(c.dropped_records))
+        query_errors=dict(c.query_errors), dropped_records=dict(c.dropped_records), dirty_closes=c.dirty_closes)
 
 
 def _guarded(context: grpc.ServicerContext, replies: Iterator[pb.WatchReply]) -> Iterator[pb.WatchReply]:

@@ -92,6 +92,8 @@ class InstanceCounters:
     #: records dropped by reason (Kafka Streams' dropped-records metric; see InstanceCounters in
     #: proto/iqmesh.proto for the reasons)
     dropped_records: tuple[tuple[str, int], ...] = ()
+    #: active tasks its stream threads closed without a commit (a refused commit, a lost producer)
+    dirty_closes: int = 0
 
     @property
     def queries_answered(self) -> int:

@@ -107,7 +107,8 @@ _INSTANCE = _obj(["instance_id", "endpoint", "state", "alive", "heartbeat_age_ms
                                gets_forwarded=_INT64, get_seconds={"type": "number"}, scans=_INT64,
                                scan_entries=_INT64,
                                query_errors={"type": "object", "additionalProperties": _INT64},
-                               dropped_records={"type": "object", "additionalProperties": _INT64}))
+                               dropped_records={"type": "object", "additionalProperties": _INT64},
+                               dirty_closes=_INT64))
 _REPLICA = {**_obj(["instance_id", "role", "position", "lag"], instance_id={"type": "string"},
                    role={"type": "string"}, position=_INT64, end_offset=_INT64, lag=_INT64)}
 _STORE_INFO = _obj(["store", "partitions", "replicas"], store={"type": "string"}, partitions={"type": "integer"},

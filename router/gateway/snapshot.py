@@ -50,7 +50,7 @@ def counters_to_json(c: pb.InstanceCounters) -> dict[str, Any]:
             "gets_routed": c.gets_routed, "gets_forwarded": c.gets_forwarded,
             "get_seconds": round(c.get_seconds, 6), "scans": c.scans, "scan_entries": c.scan_entries,
             "query_errors": dict(sorted(c.query_errors.items())),
-            "dropped_records": dict(sorted(c.dropped_records.items()))}
+            "dropped_records": dict(sorted(c.dropped_records.items())), "dirty_closes": c.dirty_closes}
 
 
 def answered(counters: dict[str, Any]) -> int:

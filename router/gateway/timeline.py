@@ -15,7 +15,7 @@ from typing import Any
 from router.core.metadata import liveness_ms
 
 #: kinds, in the order the dashboard's legend lists them
-KINDS = ("joined", "late", "back", "gone", "rebalance", "restore", "restored", "error")
+KINDS = ("joined", "late", "back", "gone", "rebalance", "restore", "restored", "error", "dirty-close")
 #: states an instance is in only on its way out, or after it
 _LEAVING = frozenset({"PENDING_SHUTDOWN", "NOT_RUNNING", "PENDING_ERROR", "ERROR"})
 
@@ -99,4 +99,8 @@ def changes(before: dict[str, Any], after: dict[str, Any], at: float) -> list[Cl
             out.append(ClusterEvent(at, "restore", iid, f"{iid} restoring {' '.join(started)}"))
         if ended:
             out.append(ClusterEvent(at, "restored", iid, f"{iid} restored {' '.join(ended)}"))
+        dirty = b.get("counters", {}).get("dirty_closes", 0) - a.get("counters", {}).get("dirty_closes", 0)
+        if dirty > 0:
+            out.append(ClusterEvent(at, "dirty-close", iid, f"{iid} closed {dirty} task(s) without a commit: "
+                                                            "they start over from the last commit"))
     return out

@@ -282,7 +282,7 @@ class StorePartition(_message.Message):
     def __init__(self, store: _Optional[str] = ..., partition: _Optional[int] = ..., role: _Optional[str] = ..., position: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
 
 class InstanceCounters(_message.Message):
-    __slots__ = ("records_processed", "gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries", "query_errors", "dropped_records")
+    __slots__ = ("records_processed", "gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries", "query_errors", "dropped_records", "dirty_closes")
     class QueryErrorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -306,6 +306,7 @@ class InstanceCounters(_message.Message):
     SCAN_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     QUERY_ERRORS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DIRTY_CLOSES_FIELD_NUMBER: _ClassVar[int]
     records_processed: int
     gets_local: int
     gets_routed: int
@@ -315,7 +316,8 @@ class InstanceCounters(_message.Message):
     scan_entries: int
     query_errors: _containers.ScalarMap[str, int]
     dropped_records: _containers.ScalarMap[str, int]
-    def __init__(self, records_processed: _Optional[int] = ..., gets_local: _Optional[int] = ..., gets_routed: _Optional[int] = ..., gets_forwarded: _Optional[int] = ..., get_seconds: _Optional[float] = ..., scans: _Optional[int] = ..., scan_entries: _Optional[int] = ..., query_errors: _Optional[_Mapping[str, int]] = ..., dropped_records: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    dirty_closes: int
+    def __init__(self, records_processed: _Optional[int] = ..., gets_local: _Optional[int] = ..., gets_routed: _Optional[int] = ..., gets_forwarded: _Optional[int] = ..., get_seconds: _Optional[float] = ..., scans: _Optional[int] = ..., scan_entries: _Optional[int] = ..., query_errors: _Optional[_Mapping[str, int]] = ..., dropped_records: _Optional[_Mapping[str, int]] = ..., dirty_closes: _Optional[int] = ...) -> None: ...
 
 class InstanceMetadata(_message.Message):
     __slots__ = ("instance_id", "endpoint", "state", "heartbeat_age_ms", "alive", "active_tasks", "standby_tasks", "restoring_tasks", "stores", "assigned_at_ms", "counters", "heartbeat_interval_ms", "session_timeout_ms")

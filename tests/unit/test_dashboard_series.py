@@ -67,6 +67,16 @@ def test_events_joins_late_and_gone_instances_rebalances_and_restores() -> None:
     assert [(e.kind, e.instance) for e in changes(after, again, 12.0)][-2:] == [("back", "c"), ("gone", "d")]
 
 
+def test_a_dirty_close_is_an_event() -> None:
+    def with_dirty(n: int) -> dict[str, Any]:
+        return {**_inst("a"), "counters": {"dirty_closes": n}}
+    before, after = {"instances": [with_dirty(0)]}, {"instances": [with_dirty(3)]}
+    got = changes(before, after, 5.0)
+    assert [(e.kind, e.instance) for e in got] == [("dirty-close", "a")]
+    assert "closed 3 task(s) without a commit" in got[0].text
+    assert changes(after, after, 6.0) == []
+
+
 def test_a_table_nobody_answers_ages_until_its_instances_are_gone() -> None:
     table = {"instances": [_inst("a"), _inst("b", age_ms=900)]}
     assert [presence(i) for i in aged(table, 2.5)["instances"]] == ["alive", "late"]

@@ -27,7 +27,7 @@ const UNITS = {updates: "updates/s", records: "records/s", queries: "queries/s",
                latency: "ms", errors: "errors/s", plag: "records", ptopic: "records"};
 // colours of the event markers (and of their badges in the events list)
 const EVENT_COLOURS = {joined: "#2f855a", late: "#b7791f", back: "#2f855a", gone: "#c0392b", rebalance: "#b7791f",
-                       restore: "#2c7a7b", restored: "#2c7a7b", error: "#c0392b"};
+                       restore: "#2c7a7b", restored: "#2c7a7b", error: "#c0392b", "dirty-close": "#c05621"};
 
 const series = {t: [], ids: [], presence: {}, latency: {}, errors: {}, topics: [], ptopic: {}};
 for (const m of METRICS) series[m] = {};

@@ -47,7 +47,7 @@ function renderEvents(snap) {
   const recent = (inView.length ? inView.slice(-30) : clusterEvents.slice(-12)).reverse();
   if (!recent.length) {
     body.append(el("tr", {}, el("td", {colspan: 3, class: "muted"},
-      "none since the gateway started (joins, disappearances, rebalances and restores show here and on the charts)")));
+      "none since the gateway started (joins, departures, rebalances, restores and dirty closes show here and on the charts)")));
     return;
   }
   for (const e of recent) {
