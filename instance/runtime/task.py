@@ -106,7 +106,8 @@ class StreamTask:
         self.sources: dict[str, Callable[[Any], None]] = {}
         #: under at-least-once, the origin of what the task writes to internal topics, and the
         #: high-water of what it read from them (instance/state/origins.py)
-        self.origin = None if self.state.eos else origins.OriginStamp(task_id.partition)
+        self.origin = None if self.state.eos else origins.OriginStamp(task_id.partition, origins.topic_ids(
+            resolve_topic(t) for n in topology.nodes.values() if isinstance(n, SourceNode) for t in n.topics))
         #: records from internal topics skipped as applied already (their origin at or below the high-water)
         self.duplicates_skipped = 0
         try:
@@ -158,10 +159,7 @@ class StreamTask:
             elif isinstance(node, SourceNode):
                 children = [callables[c] for c in node.children]
                 for topic in node.topics:
-                    source = self._make_source(resolve(topic), node, children)
-                    if topic in internal and self.origin is not None:
-                        source = self._skipping_applied(resolve(topic), source)
-                    self.sources[resolve(topic)] = source
+                    self.sources[resolve(topic)] = self._make_source(resolve(topic), node, children, topic in internal)
 
     def _global_store(self, name: str) -> Any:
         store = self._global_stores.get(name)
@@ -169,8 +167,10 @@ class StreamTask:
             raise StreamsException(f"task {self.id}: global store {name!r} is not open on this instance")
         return store
 
-    def _make_source(self, topic: str, node: SourceNode, children: list[Callable[[Any, Any], None]]
-                     ) -> Callable[[Any], None]:
+    def _make_source(self, topic: str, node: SourceNode, children: list[Callable[[Any, Any], None]],
+                     internal: bool) -> Callable[[Any], None]:
+        """The source of ``topic``; an ``internal`` one takes its values' origins off and, under
+        at-least-once, skips a record its origin's high-water covers (instance/state/origins.py)."""
         kd, vd = node.key_serde.deserialize, node.value_serde.deserialize
         rc = self.record
         task = self
@@ -191,14 +191,34 @@ class StreamTask:
             record = ConsumedRecord(topic, msg.partition(), msg.offset(), k, v, ts, tuple(msg.headers() or ()))
             return extractor.extract(record, task.stream_time)
 
+        dedup = internal and self.origin is not None
+        marks = self.state.origins.topic(topic) if dedup else {}
+        seen = marks.get
+        trailer, partition_end = origins.TRAILER_BYTES, origins.TRAILER_BYTES - origins.PARTITION_BYTES
+
         def source(msg: Any) -> None:
             rc.offset = msg.offset()
             rc.msg = msg
             rc.headers = None
             rc.timestamp = ts = msg.timestamp()[1]
+            raw = msg.value()
+            if internal and raw:  # origins.unseal, inlined
+                flag = raw[-1]
+                if flag < 2:
+                    if dedup:
+                        origin = raw[-trailer:-1]
+                        part = raw[-trailer:-partition_end]
+                        last = seen(part)
+                        if last is not None and origin <= last:
+                            task._skipped(topic, ts)
+                            return
+                        marks[part] = origin
+                    raw = raw[:-trailer] if flag == 0 else None
+                else:
+                    raw = raw[:-1] if flag == 2 else None
             try:
                 k = kd(msg.key())
-                v = vd(msg.value())
+                v = vd(raw)
             except Exception as e:
                 errors.deserialization_error(task_id, rc, e)
                 return
@@ -222,37 +242,13 @@ class StreamTask:
                 task.processing_error(e, Record(k, v, ts, rc.current_headers()))
         return source
 
-    def _skipping_applied(self, topic: str, source: Callable[[Any], None]) -> Callable[[Any], None]:
-        """``source`` behind the origin check of an internal topic (instance/state/origins.py): a
-        record at or below its origin partition's high-water was applied already; it only moves
-        stream time, as it did the first time."""
-        marks = self.state.origins.topic(topic)
-        get = marks.get
-        header = origins.HEADER
-        tail = origins.TAIL_BYTES
-        task = self
-
-        def deduped(msg: Any) -> None:
-            hs = msg.headers()
-            if hs:
-                for name, v in hs:
-                    if name == header:
-                        k = v[:-tail]
-                        last = get(k)
-                        if last is not None and v <= last:
-                            task._skipped(msg)
-                            return
-                        marks[k] = v
-                        break
-            source(msg)
-        return deduped
-
-    def _skipped(self, msg: Any) -> None:
+    def _skipped(self, topic: str, ts: int) -> None:
+        """A record from an internal topic at or below its origin's high-water (instance/state/
+        origins.py): applied already; it only moves stream time, as it did the first time."""
         if not self.duplicates_skipped:
             log.info("task %s: skipping records of %s its state holds already (written again upstream after a "
-                     "restart from the last commit)", self.id, msg.topic())
+                     "restart from the last commit)", self.id, topic)
         self.duplicates_skipped += 1
-        ts = msg.timestamp()[1]
         if ts > self.stream_time:
             self.stream_time = ts
 
@@ -270,16 +266,17 @@ class StreamTask:
     def _make_sink(self, topic: str, node: SinkNode, send: Sender, internal: bool) -> Callable[[Any, Any], None]:
         """Writes with the current timestamp and headers (the input record's, or those a Record
         processor forwarded), as Kafka Streams' sink does; to an ``internal`` topic under
-        at-least-once with the record's origin (instance/state/origins.py), which never leaves the
-        application. A record the producer refuses, or that does not serialize, goes to the
+        the value with the record's origin (under at-least-once) at its end (instance/state/origins.py).
+        A record the producer refuses, or that does not serialize, goes to the
         production exception handler."""
         ks, vs = node.key_serde.serialize, node.value_serde.serialize
         rc = self.record
         task_id = str(self.id)
         errors = self.errors
         name = node.name
-        stamp = self.origin.value if internal and self.origin is not None else None
-        with_origin, without_origin, origin_header = origins.with_origin, origins.without_origin, origins.HEADER
+        stamp = self.origin.value if self.origin is not None else None
+        with_origin, with_origin_null = origins.WITH_ORIGIN, origins.WITH_ORIGIN_NULL
+        no_origin, no_origin_null = origins.NO_ORIGIN, origins.NO_ORIGIN_NULL
 
         def failed(exc: Exception, kb: bytes | None, vb: bytes | None) -> None:
             ctx = errors.context(task_id, rc, name)
@@ -298,12 +295,12 @@ class StreamTask:
             except Exception as e:
                 failed(e, None, None)
                 return
-            if stamp is not None:
-                origin = stamp(rc.topic, rc.offset)
-                if origin is not None:
-                    headers = [(origin_header, origin)] if not headers else with_origin(headers, origin)
-            elif headers:
-                headers = without_origin(headers)
+            if internal:  # origins.seal, inlined
+                origin = stamp(rc.topic, rc.offset) if stamp is not None else None
+                if origin is None:
+                    vb = no_origin_null if vb is None else vb + no_origin
+                else:
+                    vb = origin + with_origin_null if vb is None else vb + origin + with_origin
             try:
                 send(topic, kb, vb, rc.timestamp, -1, headers or None)
             except ProductionException as e:

@@ -32,6 +32,7 @@ from instance.config import StreamsConfig
 from instance.errors import BadRequest, StoreNotLoggedException, TooManyWatchesException, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.server.replies import value_to_json
+from instance.state.origins import RESERVED_KEY
 from router.core.idle_fetch import FOLLOWER_PAUSE_S, CallbackSwitch, IdleFetch
 from router.core.metadata import ClusterView
 from router.core.query_keys import check_query_key
@@ -276,7 +277,7 @@ class WatchStream:
             p, off = m.partition(), m.offset()
             offsets[p] = off + 1
             kb = m.key()
-            if not plan.matches(kb):
+            if kb == RESERVED_KEY or not plan.matches(kb):  # a task's origin high-water: no store's key
                 continue
             value = m.value()
             c = pb.WatchChange(key=kb, partition=p, offset=off, timestamp_ms=m.timestamp()[1],

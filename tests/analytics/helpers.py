@@ -9,13 +9,16 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from instance.state.origins import RESERVED_KEY
+
 Rows = dict[tuple[int, bytes], bytes]
 
 
 def state_at(bootstrap: str, topic: str, cut: dict[int, int], timeout: float = 60.0) -> Rows:
     """(partition, key) -> value as of ``cut``, recomputed independently of the job: a read_committed
     consumer per partition, records below the cut in order, the last one per key wins, a tombstone
-    deletes; done when the consumer's position reaches the cut."""
+    deletes (a task's origin high-water record is no store's: left out); done when the consumer's
+    position reaches the cut."""
     out: Rows = {}
     for p, end in sorted(cut.items()):
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex[:8]}",
@@ -31,6 +34,8 @@ def state_at(bootstrap: str, topic: str, cut: dict[int, int], timeout: float = 6
                 if m is None or m.error() is not None or m.offset() >= end:
                     continue
                 k, v = m.key(), m.value()
+                if k == RESERVED_KEY:
+                    continue
                 if v is None:
                     out.pop((p, k), None)
                 else:

@@ -29,6 +29,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from instance.local.cluster import LocalCluster, produce
+from instance.state.origins import RESERVED_KEY
 from router.client.async_client import AsyncQueryClient
 from router.client.sync_client import QueryClient
 from router.client.watch_client import OWNER_CHANGED, RECONNECTED, Change, RoutingChange, Watch
@@ -78,7 +79,9 @@ class WatchCluster:
                 msgs = c.consume(1000, 0.5)
                 for m in msgs:
                     p = m.partition()
-                    if m.error() is None and p in todo and m.offset() < ends[p] and match(key := m.key().decode()):
+                    if m.error() is not None or m.key() == RESERVED_KEY:  # a task's origin high-water
+                        continue
+                    if p in todo and m.offset() < ends[p] and match(key := m.key().decode()):
                         v = m.value()
                         out.append((p, m.offset(), key, None if v is None else int.from_bytes(v, "big", signed=True)))
                 if not msgs:  # transaction markers have offsets too: the consumer's position says where it is

@@ -1,12 +1,17 @@
 """Record origins on internal topics (instance/state/origins.py): under at-least-once a downstream
 task skips what an upstream task writes again after starting over from its last commit.
 
+The origin travels at the end of the value of a record written to an internal topic:
+``<payload> <origin: 18 bytes> <flag: 1 byte>`` (``origins.seal`` / ``origins.unseal``); no header
+is added or removed by the runtime.
+
 Through the TopologyTestDriver, an upstream restart is simulated by re-delivering to the downstream
 task every record written so far to each internal topic it reads (repartition, foreign-key
-subscription and response topics), with the same key, value, timestamp and headers and new offsets,
-as the broker would give them. Nothing may change: stores, stream time, dropped records, and what
-any topic received; the skip counter grows by the number re-delivered. Then new input must still
-be applied. Expected results are computed from the input, not from the runtime.
+subscription and response topics), with the same key, value (its origin included), timestamp and
+headers and new offsets, as the broker would give them. Nothing may change: stores, stream time,
+dropped records, and what any topic received; the skip counter grows by the number re-delivered.
+Then new input must still be applied. Expected results are computed from the input, not from the
+runtime.
 
 The last tests are of the high-water's persistence in the state manager (changelog record,
 restore, checkpoint) with a real RocksDB store.
@@ -15,6 +20,7 @@ restore, checkpoint) with a real RocksDB store.
 from __future__ import annotations
 
 import random
+import struct
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -36,7 +42,7 @@ from instance.testing import TopologyTestDriver
 from instance.topology import Materialized, StreamsBuilder
 from instance.topology.stream_joins import StreamJoined
 from instance.topology.suppress import BufferConfig, Suppressed
-from instance.topology.topology import Topology
+from instance.topology.topology import SourceNode, Topology
 from instance.topology.windows import JoinWindows, SessionWindows, TimeWindows
 from router.core.task_id import TaskId
 
@@ -56,8 +62,31 @@ def _internal_inputs(d: TopologyTestDriver) -> list[str]:
     return sorted(t for t in d._by_topic if t in internal)
 
 
-def _origin_headers(msg: Any) -> list[bytes | None]:
-    return [v for name, v in (msg.headers() or ()) if name == origins.HEADER]
+def _origin(msg: Any) -> bytes | None:
+    """The origin in the trailer of a record's value (None: none; the flag says so)."""
+    return origins.unseal(msg.value())[1]
+
+
+def _payload(msg: Any) -> bytes | None:
+    """A record's value without its trailer."""
+    return origins.unseal(msg.value())[0]
+
+
+def _ids(topology: Topology, resolve: Any) -> dict[str, int]:
+    """The topic ids of origins, as every task of ``topology`` computes them: its source topics,
+    resolved, sorted."""
+    return origins.topic_ids(resolve(t) for n in topology.nodes.values() if isinstance(n, SourceNode)
+                             for t in n.topics)
+
+
+def _partition(d: TopologyTestDriver, topic: str, partition: int = 0) -> bytes:
+    """The origin partition part of origins of records processed from ``topic`` (resolved)."""
+    return struct.pack(">HI", _ids(d.topology, d._resolve)[topic], partition)
+
+
+def _at(d: TopologyTestDriver, topic: str, offset: int, index: int = 0) -> bytes:
+    """The origin of the ``index``-th internal record written while processing ``topic``/``offset``."""
+    return _partition(d, topic) + struct.pack(">QI", offset, index)
 
 
 def _state(d: TopologyTestDriver) -> dict[str, Any]:
@@ -106,9 +135,13 @@ def _assert_redelivery_changes_nothing(d: TopologyTestDriver, topics: int = 1) -
     assert _written(d) == counts  # no output, no changelog write (not even a new high-water)
     assert d.dropped_records_total() == dropped
     assert _skipped(d) - skipped == n
+    partitions = {struct.pack(">HI", i, 0) for i in _ids(d.topology, d._resolve).values()}
     for t, msgs in written.items():
         for m in msgs:
-            assert len(_origin_headers(m)) == 1, (t, m.offset(), m.headers())
+            origin = _origin(m)
+            assert (m.value() or b"")[-1:] in (origins.WITH_ORIGIN, origins.WITH_ORIGIN_NULL), (t, m.offset())
+            assert origin is not None and origin[:origins.PARTITION_BYTES] in partitions, (t, m.offset(), m.value())
+            assert not m.headers(), (t, m.offset(), m.headers())  # none on the input, none added
     return n
 
 
@@ -117,17 +150,83 @@ def _values(d: TopologyTestDriver, topic: str, serde: Any = S) -> list[tuple[Any
     return [(S.deserialize(m.key()), serde.deserialize(m.value())) for m in d._outputs.get(topic, ())]
 
 
-def _no_origin_outside(d: TopologyTestDriver) -> None:
+def _no_trailer_outside(d: TopologyTestDriver) -> None:
+    """No value of a user topic or a changelog ends with a trailer that an internal topic's value
+    carried (their values are the plain serialized ones)."""
     internal = set(_internal_inputs(d))
+    trailers = {(m.value() or b"")[-origins.TRAILER_BYTES:] for t in internal for m in d._outputs.get(t, ())
+                if _origin(m) is not None}
+    assert trailers
     for t, q in d._outputs.items():
         if t not in internal:
             for m in q:
-                assert _origin_headers(m) == [], (t, m.offset(), m.headers())
+                v = m.value() or b""
+                assert not any(v.endswith(x) for x in trailers), (t, m.offset(), v)
 
 
 def _words(seed: int, n: int) -> list[tuple[str, str]]:
     rnd = random.Random(seed)
     return [(f"k{rnd.randint(0, 9)}", rnd.choice(WORDS)) for _ in range(n)]
+
+
+# -- the format: seal / unseal, origins in processing order ---------------------------------------------
+
+
+def test_seal_and_unseal_round_trip() -> None:
+    origin = struct.pack(">HI", 3, 7) + struct.pack(">QI", 2**40 + 5, 70)
+    assert len(origin) == origins.ORIGIN_BYTES == 18 and origins.PARTITION_BYTES == 6
+    assert origins.TRAILER_BYTES == 19
+    # the layout: <payload> <origin> <flag>
+    assert origins.seal(b"v", origin) == b"v" + origin + origins.WITH_ORIGIN
+    assert origins.seal(None, origin) == origin + origins.WITH_ORIGIN_NULL
+    assert origins.seal(b"v", None) == b"v" + origins.NO_ORIGIN
+    assert origins.seal(None, None) == origins.NO_ORIGIN_NULL
+    # payloads that end like a trailer, or are one, come back as they went
+    payloads: list[bytes | None] = [None, b"", b"v", b"\x00", b"\x01", b"\x02", b"\x03", bytes(range(256)),
+                                    origins.seal(b"inner", origin), origins.seal(None, None), b"\x00" * 40]
+    rnd = random.Random(12)
+    payloads += [rnd.randbytes(rnd.randint(0, 64)) for _ in range(50)]
+    for payload in payloads:
+        for o in (None, origin, b"\x00" * origins.ORIGIN_BYTES, b"\xff" * origins.ORIGIN_BYTES):
+            sealed = origins.seal(payload, o)
+            assert len(sealed) == len(payload or b"") + (1 if o is None else origins.TRAILER_BYTES)
+            assert origins.unseal(sealed) == (payload, o), (payload, o)
+    # a value without a trailer (null or empty): a null payload without origin
+    assert origins.unseal(None) == origins.unseal(b"") == (None, None)
+
+
+def test_origins_of_one_origin_partition_compare_as_bytes_in_processing_order() -> None:
+    """Offset first, then the index among one input record's outputs (past the cached indexes
+    too), flushes and stream-time punctuations continuing the index of the input record processed
+    last; a wall-clock punctuation's records have none."""
+    ids = origins.topic_ids(["b", "a", "c", "a"])
+    assert ids == {"a": 0, "b": 1, "c": 2}
+    stamp = origins.OriginStamp(5, ids)
+    written: list[bytes] = []
+    expected: list[tuple[int, int]] = []
+    for offset, outputs in [(0, 1), (1, 3), (255, 1), (256, 70), (2**32, 2), (2**32 + 1, 1)]:
+        for i in range(outputs):
+            o = stamp.value("b", offset)
+            assert o is not None
+            written.append(o)
+            expected.append((offset, i))
+        if offset == 1:  # a flush after it: its outputs continue the index
+            for i in range(outputs, outputs + 2):
+                o = stamp.value(None, -1)
+                assert o is not None
+                written.append(o)
+                expected.append((offset, i))
+    assert written == [struct.pack(">HI", 1, 5) + struct.pack(">QI", off, i) for off, i in expected]
+    assert all(len(o) == origins.ORIGIN_BYTES for o in written)
+    assert written == sorted(written) and len(set(written)) == len(written)
+    assert all(a < b for a, b in zip(written, written[1:], strict=False))
+    # a record processed without output, then a flush: the flush's record is its index 0
+    stamp.at("b", 2**32 + 9)
+    assert stamp.value(None, -1) == struct.pack(">HI", 1, 5) + struct.pack(">QI", 2**32 + 9, 0)
+    # another source topic: another origin partition
+    assert (stamp.value("c", 0) or b"")[:origins.PARTITION_BYTES] == struct.pack(">HI", 2, 5)
+    stamp.wall_clock = True
+    assert stamp.value(None, -1) is None
 
 
 # -- group_by + count (key-value store) -------------------------------------------------------------
@@ -187,28 +286,40 @@ def test_a_record_written_after_the_last_one_applied_is_not_skipped() -> None:
             t.pipe_input(f"k{i}", w, i)
         topic = _internal_inputs(d)[0]
         old = list(d._outputs[topic])
+        assert [_origin(m) for m in old] == [_at(d, "in", i) for i in range(3)]
         # a record the upstream has not written yet: the input offset after the last one
-        prefix = origins.partition_prefix("in", 0)
-        later = prefix + (3).to_bytes(8, "big") + (0).to_bytes(4, "big")
+        later = _at(d, "in", 3)
         for m in old[:2]:
             d.pipe_raw(topic, m.key(), m.value(), m.timestamp()[1], m.headers() or ())
-        d.pipe_raw(topic, S.serialize("cherry"), S.serialize("cherry"), 3, [(origins.HEADER, later)])
+        d.pipe_raw(topic, S.serialize("cherry"), origins.seal(S.serialize("cherry"), later), 3)
         d.pipe_raw(topic, old[2].key(), old[2].value(), 2, old[2].headers() or ())  # below it now
         assert dict(d.get_key_value_store("counts").all()) == {"apple": 2, "banana": 1, "cherry": 1}
         assert _skipped(d) == 3
 
 
 def test_a_record_without_origin_is_always_applied() -> None:
-    """A record with no origin (a wall-clock punctuation's, or written before this mechanism) is
-    never taken for a duplicate: the counter proves the check is on the origin, not the content."""
+    """A record with no origin (flag NO_ORIGIN: a wall-clock punctuation's, or an exactly-once
+    task's) is never taken for a duplicate, however often it comes: the check is on the origin, not
+    the content."""
     with TopologyTestDriver(_word_count(), NO_CACHE) as d:
         t = d.create_input_topic("in", S, S)
         t.pipe_input("k", "apple", 1)
         topic = _internal_inputs(d)[0]
         m = d._outputs[topic][0]
-        d.pipe_raw(topic, m.key(), m.value(), 1, [("trace", b"x")])
-        assert dict(d.get_key_value_store("counts").all()) == {"apple": 2}
+        assert _origin(m) == _at(d, "in", 0)
+        bare = origins.seal(_payload(m), None)
+        assert bare == b"apple" + origins.NO_ORIGIN
+        d.pipe_raw(topic, m.key(), bare, 1, [("trace", b"x")])
+        d.pipe_raw(topic, m.key(), bare, 1, [("trace", b"x")])
+        assert dict(d.get_key_value_store("counts").all()) == {"apple": 3}
+        # nor is a null payload without origin (the count ignores a null value)
+        d.pipe_raw(topic, m.key(), origins.seal(None, None), 1)
+        assert dict(d.get_key_value_store("counts").all()) == {"apple": 3}
         assert _skipped(d) == 0
+        # the record with its origin is still a duplicate
+        d.pipe_raw(topic, m.key(), m.value(), 1)
+        assert dict(d.get_key_value_store("counts").all()) == {"apple": 3}
+        assert _skipped(d) == 1
 
 
 @pytest.mark.parametrize("config", [
@@ -433,11 +544,18 @@ def test_chain_of_two_repartitions_replaces_the_origin_and_skips_both() -> None:
         assert len(topics) == 2
         first_topic = next(t for t in topics if "by-word" in t)
         second_topic = next(t for t in topics if "by-count" in t)
-        assert len(d._outputs[second_topic]) == len(words)
-        for m in d._outputs[second_topic]:
-            # one origin, the middle task's (its input: the first repartition topic), not the source's
-            (origin,) = _origin_headers(m)
-            assert origin is not None and origin.startswith(origins.partition_prefix(first_topic, 0))
+        assert [_origin(m) for m in d._outputs[first_topic]] == [_at(d, "in", i) for i in range(len(words))]
+        # one trailer, whose origin is the middle task's (its input: the first repartition topic),
+        # not the source's: the payload is the bare 8-byte count, each word's running count
+        seen: Counter[str] = Counter()
+        running = []
+        for w in words:
+            seen[w] += 1
+            running.append(seen[w])
+        second = list(d._outputs[second_topic])
+        assert [_origin(m) for m in second] == [_at(d, first_topic, i) for i in range(len(words))]
+        assert [_payload(m) for m in second] == [L.serialize(n) for n in running]
+        assert all(len(m.value() or b"") == 8 + origins.TRAILER_BYTES for m in second)
         assert dict(d.get_key_value_store("by-count").all()) == _chain_expected(words)
         assert _assert_redelivery_changes_nothing(d, topics=2) == 2 * len(words)
         t.pipe_input("z", "zebra", 100)
@@ -460,7 +578,8 @@ def test_chain_of_two_repartitions_with_caching_skips_both() -> None:
 
 def test_user_topics_carry_no_origin_and_keep_the_input_headers() -> None:
     """Through two repartitions and a stream-stream join: the origin never reaches a user topic
-    (nor a changelog), while the input record's own headers still do, as in Kafka Streams."""
+    nor a changelog (their values are the plain serialized ones), while the input record's own
+    headers reach every topic, internal ones included, unchanged, as in Kafka Streams."""
     b = StreamsBuilder(S, S)
     src = b.stream("in")
     src.group_by(lambda k, v: v).count(Materialized(name="c", caching_enabled=False)).to_stream().to(
@@ -469,105 +588,196 @@ def test_user_topics_carry_no_origin_and_keep_the_input_headers() -> None:
     keyed = src.select_key(lambda k, v: v)
     keyed.join(b.stream("other").select_key(lambda k, v: v), lambda a, c: f"{a}+{c}",
                JoinWindows.of_time_difference_and_grace(100, 100), StreamJoined.with_(S, S, S)).to("joined")
+    words = ["apple", "banana", "apple"]
     with TopologyTestDriver(b.build()) as d:
         t = d.create_input_topic("in", S, S)
-        for i, w in enumerate(["apple", "banana", "apple"]):
+        for i, w in enumerate(words):
             t.pipe_input(f"k{i}", w, i, headers=[("trace", f"t{i}".encode())])
         d.create_input_topic("other", S, S).pipe_input("x", "apple", 5, headers=[("trace", b"o")])
-        assert all(_origin_headers(m) for tp in _internal_inputs(d) for m in d._outputs[tp])
-        _no_origin_outside(d)
+        internal = _internal_inputs(d)
+        assert len(internal) == 3
+        assert all(_origin(m) is not None for tp in internal for m in d._outputs[tp])
+        _no_trailer_outside(d)
+        # internal topics: the payload is the plain serialized value; headers the input's
+        by_word = next(tp for tp in internal if tp.endswith("c-repartition"))
+        assert [_payload(m) for m in d._outputs[by_word]] == [S.serialize(w) for w in words]
+        assert [m.headers() for m in d._outputs[by_word]] == [[("trace", f"t{i}".encode())] for i in range(3)]
+        # user topics: the plain serialized values, each with its input's headers
+        assert [m.value() for m in d._outputs["counts"]] == [L.serialize(n) for n in (1, 1, 2)]
+        assert [m.value() for m in d._outputs["rekeyed"]] == [S.serialize(w) for w in words]
+        assert [m.value() for m in d._outputs["joined"]] == [S.serialize("apple+apple")] * 2
         for topic in ("counts", "rekeyed", "joined"):
             assert d._outputs[topic], topic
             for m in d._outputs[topic]:
                 names = [n for n, _ in m.headers() or ()]
-                assert names.count("trace") == 1, (topic, m.headers())
+                assert names == ["trace"], (topic, m.headers())
         assert [h for m in d._outputs["counts"] for h in m.headers() or ()] == [
             ("trace", b"t0"), ("trace", b"t1"), ("trace", b"t2")]
+        assert [h for m in d._outputs["joined"] for h in m.headers() or ()] == [("trace", b"o")] * 2
+        # changelogs: the plain serialized values, no trailer
+        logged = {tp: [m.value() for m in q if m.key() != origins.RESERVED_KEY]
+                  for tp, q in d._outputs.items() if tp.endswith("-changelog")}
+        assert logged.pop("test-driver-c-changelog") == [L.serialize(n) for n in (1, 1, 2)]
+        assert sorted(logged.values()) == [[S.serialize("apple")],
+                                           [S.serialize("apple"), S.serialize("banana"), S.serialize("apple")]]
 
 
-def test_an_origin_header_on_the_input_never_leaves_or_misleads() -> None:
-    """A producer outside the application may send a header named ``iqmesh.org``: it is replaced on
-    internal topics (so it cannot make the downstream skip) and dropped on user topics."""
-    forged = origins.partition_prefix("in", 0) + b"\xff" * origins.TAIL_BYTES
+def test_a_user_header_named_like_the_old_origin_header_passes_through_untouched() -> None:
+    """A producer outside the application may send a header named ``iqmesh.org`` (the first
+    carrier of origins) holding what looks like a high origin: the runtime neither adds nor
+    removes nor reads any header, so it reaches every topic unchanged, like any header, and makes
+    no downstream task skip anything."""
     with TopologyTestDriver(_word_count(), NO_CACHE) as d:
+        forged = _partition(d, "in") + b"\xff" * (origins.ORIGIN_BYTES - origins.PARTITION_BYTES)
+        headers = [("iqmesh.org", forged), ("trace", b"t")]
         t = d.create_input_topic("in", S, S)
-        t.pipe_input("k0", "apple", 0, headers=[(origins.HEADER, forged)])
-        t.pipe_input("k1", "apple", 1, headers=[(origins.HEADER, forged)])
+        t.pipe_input("k0", "apple", 0, headers=headers)
+        t.pipe_input("k1", "apple", 1, headers=headers)
         topic = _internal_inputs(d)[0]
-        assert [_origin_headers(m) for m in d._outputs[topic]] == [
-            [origins.partition_prefix("in", 0) + (i).to_bytes(8, "big") + (0).to_bytes(4, "big")] for i in (0, 1)]
+        assert [_origin(m) for m in d._outputs[topic]] == [_at(d, "in", i) for i in (0, 1)]
+        assert [m.headers() for m in d._outputs[topic]] == [headers, headers]
+        assert [m.headers() for m in d._outputs["out"]] == [headers, headers]
+        assert [m.value() for m in d._outputs["out"]] == [L.serialize(1), L.serialize(2)]
         assert dict(d.get_key_value_store("counts").all()) == {"apple": 2}
-        _no_origin_outside(d)
+        assert _skipped(d) == 0
+        # on an internal topic too, the header is not read: a record with it and a new origin is
+        # applied, its re-delivery skipped by its trailer's origin
+        again = d._outputs[topic][1]
+        d.pipe_raw(topic, again.key(), origins.seal(S.serialize("apple"), _at(d, "in", 2)), 2, headers)
+        d.pipe_raw(topic, again.key(), again.value(), 2, [("trace", b"t")])
+        assert dict(d.get_key_value_store("counts").all()) == {"apple": 3}
+        assert _skipped(d) == 1
+        assert d._outputs["out"][-1].headers() == headers
+        _no_trailer_outside(d)
 
 
-def _captured_headers(eos: bool) -> list[list[Any]]:
-    """The headers a real StreamTask (state manager under ``eos`` or at-least-once, as the runtime's
-    ActiveTaskCreator builds it) writes to the group_by's repartition topic."""
-    topology = _word_count()
+def _count_by_key() -> Topology:
+    """A count behind a repartition that keeps null values (the count drops them downstream)."""
+    b = StreamsBuilder(S, S)
+    b.stream("in").group_by(lambda k, v: k).count("counts").to_stream().to("out", value_serde=L)
+    return b.build()
+
+
+class _Consumed:
+    """A consumed record, shaped like confluent_kafka.Message where the runtime reads it."""
+
+    def __init__(self, topic: str, offset: int, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes]] | None = None) -> None:
+        self._t, self._o, self._k, self._v, self._h = topic, offset, key, value, headers
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._o
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._o)
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self._h
+
+
+def _real_tasks(topology: Topology, eos: bool, sent: list[tuple[str, bytes | None, Any]]) -> list[StreamTask]:
+    """A real StreamTask per subtopology (partition 0), with its state manager under ``eos`` or
+    at-least-once, as the runtime's ActiveTaskCreator builds it; what they write goes to ``sent``
+    as (topic, value, headers)."""
     app = "app"
     cfg = StreamsConfig.from_properties({"application.id": app, "bootstrap.servers": "dummy:1234",
                                          **(EOS if eos else {})})
+    assert cfg.eos == eos
     internal = set(topology.internal_topics)
-    sent: list[tuple[str, Any]] = []
 
     def send(topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int, headers: Any) -> None:
-        sent.append((topic, headers))
+        sent.append((topic, value, list(headers or ())))
 
     def changelog(topic: str, partition: int, task: Any) -> ChangelogSend:
         return lambda batch: None
 
-    st = next(s for s in topology.subtopologies() if any(n.name.startswith("KSTREAM-SOURCE") for n in s.nodes))
-    tid = TaskId(st.id, 0)
-    task = StreamTask(tid, topology, st, app, lambda t: f"{app}-{t}" if t in internal else t, send, changelog,
-                      ProcessorStateManager(tid, None, app, eos=cfg.eos), 0, True, ErrorHandling(cfg.to_properties()))
+    tasks = []
+    for st in topology.subtopologies():
+        tid = TaskId(st.id, 0)
+        tasks.append(StreamTask(tid, topology, st, app, lambda t: f"{app}-{t}" if t in internal else t, send,
+                                changelog, ProcessorStateManager(tid, None, app, eos=cfg.eos), 0, True,
+                                ErrorHandling(cfg.to_properties())))
+    return tasks
 
-    class Msg:
-        def __init__(self, offset: int) -> None:
-            self._o = offset
 
-        def topic(self) -> str:
-            return "in"
+REPARTITION = "app-counts-repartition"
+#: the origin partition of records processed from ``in`` partition 0, in _count_by_key's tasks
+IN_0 = struct.pack(">HI", origins.topic_ids(["in", REPARTITION])["in"], 0)
 
-        def partition(self) -> int:
-            return 0
 
-        def offset(self) -> int:
-            return self._o
-
-        def timestamp(self) -> tuple[int, int]:
-            return (1, self._o)
-
-        def key(self) -> bytes:
-            return b"k"
-
-        def value(self) -> bytes:
-            return b"apple"
-
-        def headers(self) -> list[tuple[str, bytes]]:
-            return [("trace", b"t")]
-
+def _written_to_the_repartition_topic(eos: bool) -> list[tuple[bytes | None, Any]]:
+    """(value, headers) a real upstream task of _count_by_key writes to its repartition topic for
+    two input records: a value, then a null value."""
+    sent: list[tuple[str, bytes | None, Any]] = []
+    tasks = _real_tasks(_count_by_key(), eos, sent)
+    upstream = next(t for t in tasks if "in" in t.sources)
+    assert [t.origin is None for t in tasks] == [eos] * len(tasks)
     try:
-        task.add_records("in", [Msg(0), Msg(1)])
-        assert task.process() == 2
-        task.flush()
+        upstream.add_records("in", [_Consumed("in", 0, b"k", b"apple", [("trace", b"t")]),
+                                    _Consumed("in", 1, b"k", None, [("trace", b"t")])])
+        assert upstream.process() == 2
+        upstream.flush()
     finally:
-        task.close()
-    assert [t for t, _ in sent] == [f"{app}-counts-repartition"] * 2
-    return [list(h or ()) for _, h in sent]
+        for t in tasks:
+            t.close()
+    assert [t for t, _, _ in sent] == [REPARTITION] * 2
+    return [(v, h) for _, v, h in sent]
 
 
-def test_exactly_once_task_writes_no_origin() -> None:
-    assert _captured_headers(eos=True) == [[("trace", b"t")], [("trace", b"t")]]
-    # the same task under at-least-once does
-    alos = _captured_headers(eos=False)
-    assert [[n for n, _ in h] for h in alos] == [["trace", origins.HEADER]] * 2
+def test_exactly_once_task_writes_a_trailer_without_origin() -> None:
+    headers = [("trace", b"t")]
+    eos = _written_to_the_repartition_topic(eos=True)
+    assert eos == [(b"apple" + origins.NO_ORIGIN, headers), (origins.NO_ORIGIN_NULL, headers)]
+    assert [origins.unseal(v) for v, _ in eos] == [(b"apple", None), (None, None)]
+    # the same task under at-least-once writes the origin; the headers are the same
+    alos = _written_to_the_repartition_topic(eos=False)
+    assert alos == [(b"apple" + IN_0 + struct.pack(">QI", 0, 0) + origins.WITH_ORIGIN, headers),
+                    (IN_0 + struct.pack(">QI", 1, 0) + origins.WITH_ORIGIN_NULL, headers)]
+    assert [origins.unseal(v) for v, _ in alos] == [(b"apple", IN_0 + struct.pack(">QI", 0, 0)),
+                                                    (None, IN_0 + struct.pack(">QI", 1, 0))]
+
+
+@pytest.mark.parametrize("eos", [True, False], ids=["exactly-once", "at-least-once"])
+def test_a_real_downstream_task_skips_by_origin_only_under_at_least_once(eos: bool) -> None:
+    """A real downstream task strips the trailer whatever the guarantee; under exactly_once_v2
+    it skips nothing (a record with an origin, written before a switch to it, is applied as any)."""
+    tasks = _real_tasks(_count_by_key(), eos, [])
+    down = next(t for t in tasks if REPARTITION in t.sources)
+    origin = IN_0 + struct.pack(">QI", 0, 0)
+    try:
+        down.add_records(REPARTITION, [
+            _Consumed(REPARTITION, 0, b"k", origins.seal(b"apple", origin)),
+            _Consumed(REPARTITION, 1, b"k", origins.seal(b"apple", origin)),  # written again
+            _Consumed(REPARTITION, 2, b"k", origins.seal(b"apple", None)),
+            _Consumed(REPARTITION, 3, b"k", origins.seal(None, None))])
+        down.process()
+        down.flush()
+        assert dict(down.stores["counts"].all()) == {"k": 3 if eos else 2}
+        assert down.duplicates_skipped == (0 if eos else 1)
+        assert down.state.origins.snapshot() == ({} if eos else {REPARTITION: {IN_0: origin}})
+    finally:
+        for t in tasks:
+            t.close()
 
 
 @pytest.mark.xfail(strict=True, reason=(
     "defect (TopologyTestDriver): the driver builds every StreamTask with ProcessorStateManager(eos=False) "
     "(StreamTask's default when state is None), whatever processing.guarantee says, so under exactly_once_v2 "
-    "its tasks stamp iqmesh.org on internal topics and skip by high-water as under at-least-once; the runtime "
-    "(ActiveTaskCreator) passes eos=config.eos and writes none (test_exactly_once_task_writes_no_origin)"))
+    "its tasks write an origin in the trailer of internal topics' values and skip by high-water as under "
+    "at-least-once; the runtime (ActiveTaskCreator) passes eos=config.eos and writes a trailer without origin "
+    "(test_exactly_once_task_writes_a_trailer_without_origin)"))
 def test_exactly_once_in_the_driver_writes_no_origin() -> None:
     with TopologyTestDriver(_word_count(), EOS) as d:
         t = d.create_input_topic("in", S, S)
@@ -575,7 +785,8 @@ def test_exactly_once_in_the_driver_writes_no_origin() -> None:
             t.pipe_input(f"k{i}", w, i)
         topic = _internal_inputs(d)[0]
         assert len(d._outputs[topic]) == 3
-        assert all(_origin_headers(m) == [] for m in d._outputs[topic])
+        assert [m.value() for m in d._outputs[topic]] == [
+            w.encode() + origins.NO_ORIGIN for w in ["apple", "banana", "apple"]]
         assert all(t.origin is None for t in d.tasks)
 
 
@@ -616,8 +827,9 @@ TID = TaskId(1, 2)
 SPEC = StoreSpec("counts", S, S)
 TP = ("app-counts-changelog", 2)
 REPART = "app-words-repartition"
-MARKS = {REPART: {origins.partition_prefix("in", 2): origins.partition_prefix("in", 2) + b"\x00" * 7 + b"\x09"
-                  + b"\x00\x00\x00\x01"}}
+#: records processed from source topic id 1, partition 2: the last one applied, offset 9 index 1
+PART = struct.pack(">HI", 1, 2)
+MARKS = {REPART: {PART: PART + struct.pack(">QI", 9, 1)}}
 
 
 def _open(state_dir: Path, sent: list[tuple[bytes, bytes | None, int]], *, eos: bool = False
@@ -641,6 +853,8 @@ def _set_marks(sm: ProcessorStateManager, marks: dict[str, dict[bytes, bytes]]) 
 
 
 def test_a_flush_sends_the_high_water_through_the_changelog_when_it_moved(tmp_path: Path) -> None:
+    assert all(len(k) == origins.PARTITION_BYTES and len(v) == origins.ORIGIN_BYTES and v.startswith(k)
+               for m in MARKS.values() for k, v in m.items())
     sent: list[tuple[bytes, bytes | None, int]] = []
     sm = _open(tmp_path, sent)
     try:
