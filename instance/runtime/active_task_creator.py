@@ -39,6 +39,7 @@ class ActiveTaskCreator:
         self.errors = errors
         self.metrics = metrics
         self._start_offsets = start_offsets
+        self._internal = {resolve(t) for t in topology.internal_topics}
         self._extractor = timestamp_extractor(config.default_timestamp_extractor)
         n_stores = max(1, len(topology.stores))
         self._cache_entries = config.statestore_cache_max_bytes // (100 * n_stores)
@@ -54,6 +55,7 @@ class ActiveTaskCreator:
                           self._resolve, collector.send, partial(self._changelog_sender, collector), state,
                           self._cache_entries, config.in_memory_stores, self.errors, self.global_stores,
                           extractor=self._extractor, metrics=self.metrics.task_metrics(str(tid)))
+        self._forget_reset_origins(task, committed)
         if consumer is None:
             return task
         if len(task.sources) > 1 and config.max_task_idle_ms >= 0:
@@ -65,6 +67,15 @@ class ActiveTaskCreator:
             task.close()  # releases the task directory: nothing else holds the task yet
             raise
         return task
+
+    def _forget_reset_origins(self, task: StreamTask, committed: Mapping[TopicPart, int]) -> None:
+        """A checkpoint's origin high-water (instance/state/origins.py) was written after a commit
+        of the task's input; an internal topic with no commit for the partition now was reset or
+        recreated (``iqmesh reset`` keeping the local state): its origins start again from 0, which
+        the old marks would skip, so they are dropped."""
+        for topic in self._internal:
+            if topic in task.sources and committed.get((topic, task.partition), 0) == 0:
+                task.state.origins.topic(topic).clear()
 
     def _ahead_of_commit(self, task: StreamTask, consumer: Consumer, committed: Mapping[TopicPart, int]
                          ) -> dict[str, int]:
