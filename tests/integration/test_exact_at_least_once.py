@@ -5,7 +5,8 @@ second counts them. With ``commit.interval.ms`` far beyond the test nothing is e
 an instance killed with ``kill -9`` leaves every record it processed to be processed again: its
 upstream tasks write their words to the repartition topic a second time, and its downstream tasks
 read the whole repartition topic again. Every count must still equal the input's, on the
-survivors, and after the killed instance is back.
+survivors, and after the killed instance is back: with the record cache on and off, with a
+standby taking over warm, with two stream threads per instance.
 """
 
 from __future__ import annotations
@@ -42,8 +43,14 @@ def wait_exact(target: str, truth: Counter[str], cluster: LocalCluster, what: st
     wait_until(exact, 180, what, diff)
 
 
-def test_kill9_with_nothing_committed_counts_exactly(bootstrap: str, tmp_path: Path, unique: str) -> None:
-    cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 3, f"commit.interval.ms={NEVER_MS}")
+@pytest.mark.parametrize("config", [
+    (),  # the record cache on (the default)
+    ("num.standby.replicas=1", "statestore.cache.max.bytes=0"),  # a warm takeover, every update logged
+    ("num.stream.threads=2",),
+], ids=["cache", "standby-no-cache", "two-threads"])
+def test_kill9_with_nothing_committed_counts_exactly(bootstrap: str, tmp_path: Path, unique: str,
+                                                     config: tuple[str, ...]) -> None:
+    cluster, topic = wordcount_cluster(bootstrap, tmp_path, unique, 3, f"commit.interval.ms={NEVER_MS}", *config)
     lines = sample_lines(6000, seed=11)
     first, second = lines[:4000], lines[4000:]
     cluster.start()
