@@ -4,11 +4,15 @@ every task, the standby's instance is the new active (warm takeover) and answers
 
 The window in which only the standby can answer (from the kill until the dead member's session
 times out) is held open by session.timeout.ms: SESSION_S, long against the moments an answer
-takes on a busy machine, so the STANDBY answer is seen before the takeover ends it.
+takes on a busy machine, so the STANDBY answer is seen before the takeover ends it. Before the
+kill the standby is asked directly until it holds the count: it follows the changelog, which
+holds what the active's cache flushed at its last commit (on a busy CI machine, published
+positions a heartbeat old once let the kill come before that).
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -18,6 +22,8 @@ import pytest
 
 from instance.local.cluster import produce, sample_lines
 from router.client.sync_client import QueryClient
+from router.rpc import iqmesh_pb2 as pb
+from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -51,6 +57,21 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
             owned = [w for w in truth if q.get("counts", w).metadata["served_by"] == cluster.instances[2].instance_id]
             assert owned
             word = owned[0]
+            # its standby holds the count: the active has committed it (a standby follows the
+            # changelog, which has only what the active's cache flushed at a commit; published
+            # positions can be a heartbeat old, so the warm check above alone may come too early)
+            part = q.get("counts", word).metadata["partition"]
+            md = q.metadata()
+            holder = next(i for i in md.instances for s in i.stores if s.partition == part and s.role == "STANDBY")
+            with grpc.insecure_channel(holder.endpoint) as channel:
+                stub = pb_grpc.InteractiveQueryStub(channel)
+                ask = pb.GetRequest(store="counts", key=word, options=pb.QueryOptions(allow_stale=True),
+                                    forwarded=True)  # answered from the replica there, not routed
+
+                def standby_has_it() -> bool:
+                    r = stub.Get(ask, timeout=5)
+                    return r.metadata.role == "STANDBY" and r.found and json.loads(r.value_json) == truth[word]
+                wait_until(standby_has_it, 60, "the standby to hold the word's count", cluster.logs)
 
             cluster.signal(2, signal.SIGKILL)
             t_kill = time.monotonic()
