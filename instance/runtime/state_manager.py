@@ -161,10 +161,12 @@ class ProcessorStateManager:
     def restore(self, tp: TopicPart, records: Batch, next_offset: int) -> None:
         """Apply changelog records ``(key, value, timestamp)`` (restore or standby update); the store now reflects the
         changelog up to ``next_offset`` (exclusive). A high-water record (origins.RESERVED_KEY) is
-        taken as the task's origin high-water, not applied."""
-        if records and not self.eos and any(r[0] == origins.RESERVED_KEY for r in records):
+        never applied: under at-least-once it is taken as the task's origin high-water."""
+        if records and any(r[0] == origins.RESERVED_KEY for r in records):
+            # left out under exactly-once too: the changelog may have been written under at-least-once
             records, marks = origins.split_reserved(records)
-            self.origins.load(origins.from_record(marks))
+            if not self.eos:
+                self.origins.load(origins.from_record(marks))
         if records:
             store = self._store_of[tp]
             view = store.committed_view

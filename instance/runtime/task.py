@@ -265,10 +265,10 @@ class StreamTask:
 
     def _make_sink(self, topic: str, node: SinkNode, send: Sender, internal: bool) -> Callable[[Any, Any], None]:
         """Writes with the current timestamp and headers (the input record's, or those a Record
-        processor forwarded), as Kafka Streams' sink does; to an ``internal`` topic under
-        the value with the record's origin (under at-least-once) at its end (instance/state/origins.py).
-        A record the producer refuses, or that does not serialize, goes to the
-        production exception handler."""
+        processor forwarded), as Kafka Streams' sink does; to an ``internal`` topic with the
+        record's origin (under at-least-once) at the end of the value (instance/state/origins.py).
+        A record the producer refuses, or that does not serialize, goes to the production exception
+        handler."""
         ks, vs = node.key_serde.serialize, node.value_serde.serialize
         rc = self.record
         task_id = str(self.id)
