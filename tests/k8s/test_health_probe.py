@@ -68,12 +68,11 @@ def test_exit_status_follows_the_serving_status(server: tuple[health.HealthServi
     assert capsys.readouterr().out.split() == ["NOT_SERVING", "SERVING"]
 
 
+@pytest.mark.parametrize("server", ["tls"], indirect=True)  # only a TLS server has a name to check
 def test_tls_checks_the_name_of_the_certificate(server: tuple[health.HealthServicer, int, Path],
                                                 monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     servicer, port, props = server
-    if "tls" not in props.read_text():
-        pytest.skip("the plaintext server of this parametrization has no certificate whose name could be checked")
     servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     base = ["--target", f"127.0.0.1:{port}", "--config-file", str(props), *TIMEOUT]
     assert probe_main([*base, "--server-name", "someone-else.example.com"]) == 1
