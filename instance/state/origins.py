@@ -147,14 +147,14 @@ class HighWater:
         for name, saved_marks in saved.items():
             if name not in self.by_topic:
                 self.by_topic[name] = dict(saved_marks)
-        self._written = {t: dict(m) for t, m in self.by_topic.items() if m}
+        self._written = self.snapshot()
 
     def changed(self) -> bool:
         """Marks moved since :meth:`written` (or :meth:`load`)."""
         return {t: m for t, m in self.by_topic.items() if m} != self._written
 
     def written(self) -> None:
-        self._written = {t: dict(m) for t, m in self.by_topic.items() if m}
+        self._written = self.snapshot()
 
     def snapshot(self) -> dict[str, dict[bytes, bytes]]:
         return {t: dict(m) for t, m in self.by_topic.items() if m}
