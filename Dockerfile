@@ -8,6 +8,8 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY iqmesh ./iqmesh
+COPY kernel ./kernel
 COPY instance ./instance
 COPY router ./router
 COPY analytics ./analytics

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instance import config_providers
+from instance import config_providers, group_protocol
 from instance.errors import ConfigException
-from instance.kafka_clients import ClientKind, client_config, is_client_setting
-from instance.runtime import rebalance_protocol
-from router.core.security import AUTH_TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
+from instance.serde.settings import is_serde_setting
+from kernel.kafka_clients import ClientKind, ClientSettingsError, client_config, is_client_setting
+from kernel.security import AUTH_TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 
 AT_LEAST_ONCE = "at_least_once"
 EXACTLY_ONCE_V2 = "exactly_once_v2"
@@ -71,7 +71,7 @@ class StreamsConfig:
     #: how long a commit waits for a broker that does not answer before the thread fails (KIP-572)
     task_timeout_ms: int = field(default=300_000, metadata={"name": "task.timeout.ms", "min": 1})
     #: exception handlers and timestamp extractor: short names, Kafka Streams' class names, or
-    #: ``module:attribute`` (instance/runtime/handlers.py, timestamps.py)
+    #: ``module:attribute`` (instance/topology/handlers.py, timestamps.py)
     default_deserialization_exception_handler: str = field(
         default="log-and-fail", metadata={"name": "default.deserialization.exception.handler"})
     default_production_exception_handler: str = field(
@@ -99,9 +99,10 @@ class StreamsConfig:
     #: (instance/runtime/departure.py): ``auto`` (when its StatefulSet no longer counts its pod),
     #: ``true`` or ``false``; a dynamic member always leaves
     leave_group_on_close: str = field(default="auto", metadata={"name": "iqmesh.leave.group.on.close"})
-    #: the stream threads' group protocol: ``classic`` or ``consumer`` (KIP-848; runtime/rebalance_protocol.py)
+    #: the stream threads' group protocol: ``classic``, ``consumer`` (KIP-848) or ``streams`` (KIP-1071, refused
+    #: at start-up for now; group_protocol.py, runtime/rebalance_protocol.py)
     group_protocol: str = field(default="classic", metadata={"name": "group.protocol"})
-    #: transport security of the query server, the forwarding hop and the gateway (router/core/security.py)
+    #: transport security of the query server, the forwarding hop and the gateway (kernel/security.py)
     tls_cert_file: str = field(default="", metadata={"name": TLS_CERT_FILE})
     tls_key_file: str = field(default="", metadata={"name": TLS_KEY_FILE})
     tls_ca_file: str = field(default="", metadata={"name": TLS_CA_FILE})
@@ -118,6 +119,8 @@ class StreamsConfig:
     #: Kubernetes nothing probes it, and several instances on one host would clash on a fixed port
     health_port: int = field(default=0, metadata={"name": HEALTH_PORT, "min": 0, "max": 65535})
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
+    #: the serdes' own settings (``schema.registry.url`` ...; instance/serde/settings.py)
+    serde_settings: Mapping[str, str] = field(default_factory=dict, metadata={"name": ""})
 
     def __post_init__(self) -> None:
         problems: list[str] = list(_range_problems(self))
@@ -140,7 +143,7 @@ class StreamsConfig:
         if self.leave_group_on_close not in ("auto", "true", "false"):
             problems.append("iqmesh.leave.group.on.close must be auto, true or false, "
                             f"got {self.leave_group_on_close!r}")
-        problems.extend(rebalance_protocol.problems(self.group_protocol, self.extra))
+        problems.extend(group_protocol.problems(self.group_protocol, self.extra))
         if self.metrics_recording_level.upper() not in ("INFO", "DEBUG", "TRACE"):
             problems.append("metrics.recording.level must be INFO, DEBUG or TRACE, "
                             f"got {self.metrics_recording_level!r}")
@@ -196,12 +199,16 @@ class StreamsConfig:
         props = config_providers.resolve(props)
         kwargs: dict[str, Any] = {}
         extra: dict[str, str] = {}
+        serde_settings: dict[str, str] = {}
         unknown: list[str] = []
         for name, raw in props.items():
             f = _FIELDS_BY_NAME.get(name)
             if f is None:
                 if is_client_setting(name):
                     extra[name] = str(raw)
+                    continue
+                if is_serde_setting(name):
+                    serde_settings[name] = str(raw)
                     continue
                 unknown.append(name)
                 continue
@@ -215,17 +222,22 @@ class StreamsConfig:
         for required in ("application_id", "bootstrap_servers"):
             if required not in kwargs:
                 raise ConfigException(f"{_NAMES_BY_FIELD[required]} must be set")
-        return cls(**kwargs, extra=extra)
+        return cls(**kwargs, extra=extra, serde_settings=serde_settings)
 
     def to_properties(self) -> dict[str, Any]:
         out = {f.metadata["name"]: getattr(self, f.name) for f in dataclasses.fields(self)
                if f.metadata["name"] and getattr(self, f.name) is not None}
         out.update(self.extra)
+        out.update(self.serde_settings)
         return out
 
     def client_config(self, kind: ClientKind, **ours: Any) -> dict[str, Any]:
-        """The configuration of one of this instance's Kafka clients (instance/kafka_clients.py)."""
-        return client_config(self.bootstrap_servers, self.extra, kind, **ours)
+        """The configuration of one of this instance's Kafka clients (kernel/kafka_clients.py);
+        ConfigException for a setting that cannot be used."""
+        try:
+            return client_config(self.bootstrap_servers, self.extra, kind, **ours)
+        except ClientSettingsError as e:
+            raise ConfigException(str(e)) from None
 
 
 def _is_endpoint(text: str) -> bool:
@@ -260,8 +272,8 @@ def _health_port_problems(config: StreamsConfig) -> list[str]:
 
 def _handler_problems(config: StreamsConfig) -> list[str]:
     """Load every handler and the extractor now, so a bad name fails at start-up."""
-    from instance.runtime.handlers import ErrorHandling
-    from instance.runtime.timestamps import timestamp_extractor
+    from instance.topology.handlers import ErrorHandling
+    from instance.topology.timestamps import timestamp_extractor
     problems = []
     try:
         ErrorHandling(config.to_properties())

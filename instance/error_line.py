@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from router.core.echo import clip
+from kernel.echo import clip
 
 
 def report_error(command: str, code: str, message: str) -> None:

@@ -36,9 +36,9 @@ def check_advertised_endpoint(config: StreamsConfig, timeout: float = 2.0) -> No
     answers there (another application's, or another instance's: a listen host that differs from
     the advertised one, a port someone else holds). A call that gets no answer proves nothing (a
     starting pod's DNS name is published only once it is ready) and passes."""
-    from router.core.application_guard import is_wrong_application
-    from router.core.channels import ChannelPool
-    from router.rpc import iqmesh_pb2 as pb
+    from kernel.application_guard import is_wrong_application
+    from kernel.channels import ChannelPool
+    from kernel.rpc import iqmesh_pb2 as pb
 
     endpoint = config.application_server
     pool = ChannelPool(config.security, config.application_id)

@@ -17,8 +17,8 @@ from concurrent import futures
 import grpc
 from rocksdict import Options, Rdict, WriteBatch
 
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 
 
 def bench_key(i: int) -> str:

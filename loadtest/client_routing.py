@@ -22,9 +22,9 @@ import grpc
 
 from instance.local import broker as devbroker
 from instance.local.cluster import LocalCluster, ensure_topic, produce
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.client.sync_client import QueryClient
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
 APP = str(Path(__file__).resolve().parent.parent / "examples" / "wordcount.py")
 

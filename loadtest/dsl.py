@@ -39,11 +39,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from instance.kafka_clients import produce_when_room
 from instance.local import broker as devbroker
 from instance.local.cluster import ensure_topic
 from instance.serde import BytesSerde, LongSerde
 from instance.serde.windowed import WindowedSerdes
+from kernel.kafka_clients import produce_when_room
 from loadtest.workloads import WINDOW_MS
 
 REPO = Path(__file__).resolve().parent.parent

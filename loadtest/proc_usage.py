@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Usage", "run_measured"]
+__all__ = ["Usage", "run_measured", "thread_cpu"]
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,22 @@ def run_measured(cmd: list[str], cwd: Path | None = None, timeout: float = 1800.
         return Usage(returncode=proc.returncode, wall_s=round(wall, 3),
                      cpu_s=round(ru.ru_utime + ru.ru_stime, 3), maxrss_mib=round(ru.ru_maxrss / 1024, 1),
                      stdout=out.read().decode(errors="replace"), stderr=err.read().decode(errors="replace"))
+
+
+def thread_cpu() -> dict[str, float]:
+    """This process's CPU seconds so far per kind of thread, from ``/proc/self/task``: librdkafka
+    names its threads (``rdk:main``, ``rdk:broker<N>``...), Python's keep the process's name. Shows
+    how much of a record's cost is the Python thread's and how much the Kafka clients' own."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        kind = "rdk:broker" if comm.startswith("rdk:broker") else comm if comm.startswith("rdk:") else "python"
+        out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out

@@ -18,7 +18,8 @@ framed gRPC request (5-byte prefix + protobuf body) over HTTP/2, or a REST GET o
 
 Latencies come from h2load's per-request log. gRPC-level failures (HTTP 200 with a grpc-status)
 are caught by the instances' own error counters, checked after every run. ``--profile DIR``
-records the contacted instance with py-spy during the local-key peak run (raw collapsed stacks).
+records the contacted instance with py-spy during the local-key and the forwarded-key peak runs
+(raw collapsed stacks: local-get.txt, forwarded-get.txt).
 """
 
 from __future__ import annotations
@@ -44,16 +45,18 @@ import grpc
 from instance.local import broker as devbroker
 from instance.local.cluster import LocalCluster, ensure_topic
 from instance.local.gateway import GatewayProcess
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from loadtest.bare_get import bench_key
 from router.client.sync_client import QueryClient
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
 REPO = Path(__file__).resolve().parent.parent
 APP = str(REPO / "loadtest" / "table_app.py")
 STORE = "kv"
 PARTITIONS = 6
 GET_PATH = "/iqmesh.v1.InteractiveQuery/Get"
+#: the peak runs ``--profile`` records the contacted instance in, and the file of each
+PROFILED = {"local key": "local-get.txt", "forwarded key (one hop)": "forwarded-get.txt"}
 INSTALL_HINT = "h2load is missing: apt-get install -y nghttp2-client (as root), or pass --install"
 
 
@@ -339,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="interleaved peak runs per target (median)")
     ap.add_argument("--client-threads", type=int, default=8)
     ap.add_argument("--all-reps", type=int, default=3)
-    ap.add_argument("--profile", type=Path, help="py-spy the contacted instance during the local-key peak run")
+    ap.add_argument("--profile", type=Path,
+                    help="py-spy the contacted instance during the local-key and forwarded-key peak runs")
     ap.add_argument("--install", action="store_true", help="apt-get install nghttp2-client if h2load is missing")
     ap.add_argument("--bootstrap", help="an existing broker (default: a dev broker of its own)")
     args = ap.parse_args(argv)
@@ -391,10 +395,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
 
         def on_run(t: Target, rep: int) -> Callable[[], None] | None:
-            if not (args.profile and rep == 0 and t.what == "local key" and asked.proc):
+            name = PROFILED.get(t.what)
+            if not (args.profile and rep == 0 and name and asked.proc):
                 return None
             args.profile.mkdir(parents=True, exist_ok=True)
-            spy = profile(asked.proc.pid, args.seconds + 1, args.profile / "local-get.txt")
+            spy = profile(asked.proc.pid, args.seconds + 1, args.profile / name)
             return lambda: print(f"py-spy: {spy.wait(60)}", file=sys.stderr)
         check = Check(asked.target)
         results = run_targets(targets, args.reps, work, check, on_run)

@@ -25,10 +25,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from instance.kafka_clients import produce_when_room
 from instance.kafka_errors import is_topic_exists
-from router.core.instance_state import State
-from router.core.metadata import InstanceInfo, StoreInfo
+from kernel.instance_state import State
+from kernel.kafka_clients import produce_when_room
+from kernel.metadata import InstanceInfo, StoreInfo
 
 
 def _create(admin: AdminClient, topic: str, partitions: int, compact: bool) -> None:
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         publish_app(bootstrap, app, [store])
         t = time.monotonic()
         pack = struct.Struct(">q").pack
-        from router.core.partitioner import default_partition
+        from kernel.partitioner import default_partition
 
         def records() -> Iterable[tuple[int, bytes, bytes | None]]:
             for u in range(args.updates):

@@ -11,7 +11,12 @@ Peers (``--peer``, default ``quix``; ``--no-peer`` for none):
   every variant, including the word count on ``pb-lines-L`` (L lines of 3-12 words, 4 partitions).
 Each variant runs Kafka Streams then iqmesh, rep after rep, on the same topics. Prints the median
 records/s of each side (first record processed to the last), the ratios, and per process the CPU
-seconds per million input records and the peak RSS (the kernel's figures, ``loadtest.proc_usage``).
+seconds per million input records and the peak RSS (the kernel's figures, ``loadtest.proc_usage``):
+whole-run figures, with start-up (and the JVM's JIT compilation) inside. Then the steady state:
+records/s and process CPU per input record over the second half of each run, as each process
+measures it from its own progress counter (iqmesh and Kafka Streams; the Quix peer prints no such
+figure); the ratios there are iqmesh ÷ Kafka Streams for the rate and Kafka Streams ÷ iqmesh for
+the CPU, so above 1 is iqmesh ahead on both.
 """
 
 from __future__ import annotations
@@ -167,6 +172,20 @@ def report(rows: list[dict[str, object]], libs: list[str]) -> None:
         rates = [_median(rows, lib, v, "rate_first_to_last") for lib in names]
         line = f"{v.label:40}" + "".join(f" {r:>14.0f}" for r in rates)
         print(line + "".join(f" {rates[0] / r:>20.2f}" for r in rates[1:]))
+    steady = [x for x in names if any(r.get("lib") == x and r.get("steady_rate") for r in rows)]
+    if steady:
+        print("\nsteady state (medians; the second half of each run, from the process's own progress "
+              "counter and CPU clock):\nrecords/s and CPU µs per input record")
+        print(f"{'variant':40}" + "".join(f" {x:>24}" for x in steady)
+              + "".join(f" {'iqmesh/' + x + ' rate, cpu':>28}" for x in steady[1:]))
+        for v in VARIANTS:
+            rate = {x: _median(rows, x, v, "steady_rate") for x in steady}
+            cpu = {x: _median(rows, x, v, "steady_cpu_us") for x in steady}
+            row = "".join(f" {rate[x]:>12.0f} / {cpu[x]:>6.2f} µs" for x in steady)
+            # CPU ratio as peer ÷ iqmesh: above 1, iqmesh spends less per record
+            row += "".join(f" {rate['iqmesh'] / rate[x]:>14.2f}, {cpu[x] / cpu['iqmesh']:>11.2f}"
+                           for x in steady[1:])
+            print(f"{v.label:40}{row}")
     print("\nper process (medians): CPU seconds per million input records / peak RSS MiB")
     print(f"{'variant':40}" + "".join(f" {x:>22}" for x in names))
     for v in VARIANTS:

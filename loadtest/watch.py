@@ -29,9 +29,9 @@ from confluent_kafka import Producer
 
 from instance.local import broker as devbroker
 from instance.local.cluster import LocalCluster, ensure_topic
+from kernel.partitioner import default_partition
 from router.client.sync_client import QueryClient
 from router.client.watch_client import Change
-from router.core.partitioner import default_partition
 
 APP = str(Path(__file__).resolve().parents[1] / "examples" / "wordcount.py")
 PARTITIONS = 6

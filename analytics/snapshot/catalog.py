@@ -1,6 +1,6 @@
 """The application as it publishes itself: its stores (changelog topic, serdes, partitions) and its
 instances, read once from ``<application.id>-iqmesh-instances`` with the follower the instances
-and the gateway use (router/core/instances_follower.py). Nothing here needs flags beyond the bootstrap
+and the gateway use (kernel/instances_follower.py). Nothing here needs flags beyond the bootstrap
 servers and the application id."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from analytics.snapshot.options import SnapshotError
-from instance.kafka_clients import ClientKind, client_config
-from router.core.instances_follower import InstancesFollower, instances_topic
-from router.core.metadata import ClusterView, InstanceInfo, StoreInfo
+from kernel.instances_follower import InstancesFollower, instances_topic
+from kernel.kafka_clients import ClientKind, client_config
+from kernel.metadata import ClusterView, InstanceInfo, StoreInfo
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Catalog:
 
 def kafka_config(bootstrap: str, extra: dict[str, str], ours: dict[str, Any] | None = None,
                  kind: ClientKind = "restore.consumer") -> dict[str, Any]:
-    r"""A snapshot client's settings, with Kafka Streams' prefixes (instance/kafka_clients.py): the
+    r"""A snapshot client's settings, with Kafka Streams' prefixes (kernel/kafka_clients.py): the
     readers of changelogs and topics are ``restore.consumer``\ s, the topic lister is ``admin``."""
     return client_config(bootstrap, extra, kind, **(ours or {}))
 

@@ -17,6 +17,8 @@ serdes' ``deserialize``, value by value.
 
 from __future__ import annotations
 
+import functools
+import json
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from router.core.serdes import IntSerde, JsonSerde, LongSerde, Serde, StringSerde, serde_by_name
+from kernel.serdes import IntSerde, JsonSerde, LongSerde, Serde, StringSerde, json_default, serde_by_name
 
 BATCH_ROWS = 65_536
 
@@ -52,6 +54,8 @@ class Decoded:
     arrow: pa.DataType
     decode: Callable[[bytes], Any]
     wire: struct.Struct | None = None
+    #: whether Arrow may cast the column whole (a UTF-8 string); not a framed one (schema id first)
+    whole: bool = True
 
 
 _DECODED = {
@@ -63,8 +67,49 @@ _DECODED = {
 }
 
 
-def decoded(serde: str) -> Decoded | None:
-    """The decoded column of a serde named as the store catalog names it (None: bytes only)."""
+#: a registry's settings as a Layout holds them (hashable, picklable to the executors)
+Registry = tuple[tuple[str, str], ...]
+
+
+@functools.lru_cache(maxsize=8)
+def _avro_decoder(registry: Registry) -> Callable[[bytes], Any]:
+    """One registry client per executor process and registry (schemas cached by id)."""
+    from instance.serde.schema_registry import avro_decoder
+
+    return avro_decoder(dict(registry))
+
+
+def _registry_json(serde: str, registry: Registry) -> Decoded | None:
+    """The JSON text of a Schema Registry serde's values (instance/serde/schema_registry.py).
+    JSON Schema needs no registry (the payload is the JSON); Avro needs its settings (else bytes
+    only); Protobuf stays bytes (decoding needs the application's generated classes)."""
+    from confluent_kafka.serialization import SerializationError
+
+    from instance.serde.schema_registry import strip_frame
+
+    if serde == "json-schema":
+        def payload(b: bytes) -> str | None:
+            try:
+                return strip_frame(b).decode()
+            except ValueError:  # UnicodeDecodeError is one
+                return None
+        return Decoded("json", "STRING", pa.string(), payload, whole=False)
+    if serde != "avro" or not registry:
+        return None
+
+    def decode(b: bytes) -> str | None:
+        try:  # a registry that cannot be reached fails the job: only bad bytes become null
+            return json.dumps(_avro_decoder(registry)(b), separators=(",", ":"), default=json_default)
+        except (SerializationError, ValueError):
+            return None
+    return Decoded("json", "STRING", pa.string(), decode, whole=False)
+
+
+def decoded(serde: str, registry: Registry = ()) -> Decoded | None:
+    """The decoded column of a serde named as the store catalog names it (None: bytes only);
+    ``registry``: the Schema Registry settings for Avro values."""
+    if serde in ("avro", "json-schema", "protobuf"):
+        return _registry_json(serde, registry)
     try:
         name = serde_by_name(serde).name
     except ValueError:  # a custom serde
@@ -76,7 +121,7 @@ def _decode_array(d: Decoded, raw: pa.Array, values: Sequence[bytes | None]) -> 
     """Vectorized where Arrow can (UTF-8 check, fixed-width big-endian ints), else per value."""
     import pyarrow.compute as pc
 
-    if d.arrow == pa.string():
+    if d.whole and d.arrow == pa.string():
         try:
             return raw.cast(pa.string())
         except pa.ArrowInvalid:
@@ -106,11 +151,13 @@ class Layout:
     value_serde: str
     #: instances source: one extra row per partition carries its read metadata (JSON), key null
     with_status: bool = False
+    #: the Schema Registry settings Avro values are decoded with (``--config schema.registry.url=``)
+    registry: Registry = ()
 
     def columns(self) -> list[tuple[str, str, pa.DataType]]:
         cols = [("key", "BINARY", pa.binary()), ("value", "BINARY", pa.binary())]
         for side, serde in (("key", self.key_serde), ("value", self.value_serde)):
-            d = decoded(serde)
+            d = decoded(serde, self.registry)
             if d is not None:
                 cols.append((f"{side}_{d.suffix}", d.ddl, d.arrow))
         cols += [("partition", "INT", pa.int32()), ("offset", "BIGINT", pa.int64()),
@@ -127,13 +174,13 @@ class Layout:
 
     def json_sides(self) -> list[str]:
         return [side for side, serde in (("key", self.key_serde), ("value", self.value_serde))
-                if (d := decoded(serde)) is not None and d.suffix == "json"]
+                if (d := decoded(serde, self.registry)) is not None and d.suffix == "json"]
 
     def batches(self, partition: int, keys: Sequence[bytes], values: Sequence[bytes | None],
                 offsets: Sequence[int | None], timestamps: Sequence[int | None]) -> Iterator[pa.RecordBatch]:
         """Arrow batches of at most BATCH_ROWS rows (a value of None: a tombstone)."""
         schema = self.schema()
-        kd, vd = decoded(self.key_serde), decoded(self.value_serde)
+        kd, vd = decoded(self.key_serde, self.registry), decoded(self.value_serde, self.registry)
         for at in range(0, len(keys), BATCH_ROWS):
             k, v = keys[at:at + BATCH_ROWS], values[at:at + BATCH_ROWS]
             ka, va = pa.array(k, pa.binary()), pa.array(v, pa.binary())

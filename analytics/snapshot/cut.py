@@ -30,8 +30,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from analytics.snapshot.catalog import kafka_config
 from analytics.snapshot.options import SnapshotError
-from router.core.metadata import StoreInfo
-from router.core.tokens import PositionToken, decode_json_token, encode_json_token
+from kernel.metadata import StoreInfo
+from kernel.tokens import PositionToken, decode_json_token, encode_json_token
 
 #: store -> partition -> offset
 Offsets = dict[str, dict[int, int]]
@@ -166,7 +166,7 @@ def parse_at(values: tuple[str, ...], application_id: str, read_text: Callable[[
 
 
 def _position_token(v: str) -> PositionToken | None:
-    """``v`` as a query reply's position token (router/core/tokens.py), or None when it is not one."""
+    """``v`` as a query reply's position token (kernel/tokens.py), or None when it is not one."""
     try:
         return PositionToken.decode(v)
     except ValueError:

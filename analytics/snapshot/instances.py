@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from analytics.snapshot.columns import Layout
 from analytics.snapshot.mesh import MeshAccess, retryable
+from kernel.wire_enums import role_of, state_of
 from router.client.client_core import Backoff, Deadline
 from router.client.scan_pages import Scan
 
@@ -69,8 +70,10 @@ def status_row(scan: Scan, store: str, partition: int) -> dict[str, Any]:
     if report is None:
         raise PartitionUnavailable(f"{store}[{partition}]: the mesh's answer did not report the partition")
     first, md = report.first.metadata, report.last.metadata
-    return {"partition": partition, "served_by": md.served_by, "endpoint": md.endpoint, "role": md.role,
-            "instance_state": md.instance_state, "position": max(first.position, md.position),
+    role = role_of(md.role)  # the manifest is JSON: the names, as plain text
+    return {"partition": partition, "served_by": md.served_by, "endpoint": md.endpoint,
+            "role": "" if role is None else role.value, "instance_state": state_of(md.instance_state).value,
+            "position": max(first.position, md.position),
             "first_position": min(first.position, md.position), "end_offset": md.end_offset, "lag": md.lag,
             "stale": first.stale or md.stale, "position_token": md.position_token, "pages": scan.pages,
             "asked": scan.asked}

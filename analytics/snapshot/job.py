@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from analytics.snapshot.cut import Bounds
     from analytics.snapshot.mesh import MeshAccess
     from analytics.snapshot.output import SnapshotDir
-    from router.core.metadata import StoreInfo
+    from kernel.metadata import StoreInfo
 
 FORMAT = "iqmesh-snapshot/1"
 
@@ -151,7 +151,7 @@ def run_snapshot(opts: SnapshotOptions, spark: SparkSession | None = None) -> di
 
 
 def _position_token(v: str) -> bool:
-    from router.core.tokens import PositionToken
+    from kernel.tokens import PositionToken
 
     try:
         PositionToken.decode(v)
@@ -174,6 +174,14 @@ def _base_manifest(opts: SnapshotOptions, read_any: Any, manifest_name: str) -> 
         raise SnapshotError(f"--incremental: {base_dir} is a snapshot of {doc.get('application_id')!r}")
     doc["_dir"] = base_dir
     return doc
+
+
+def _layout(opts: SnapshotOptions, info: StoreInfo, with_status: bool = False) -> Layout:
+    from analytics.snapshot.columns import Layout
+
+    if "avro" in (info.key_serde, info.value_serde) and not opts.registry:
+        log(f"{info.store}: its Avro records stay bytes: give --config schema.registry.url=... to decode them")
+    return Layout(info.key_serde, info.value_serde, with_status=with_status, registry=opts.registry)
 
 
 def final_columns(layout: Layout) -> list[str]:
@@ -210,9 +218,8 @@ def _changelog_store(sp: SparkSession, opts: SnapshotOptions, info: StoreInfo, b
     from pyspark.sql import functions as F
 
     from analytics.snapshot.changelog import consumer_config, latest_per_key, plan_ranges, read_frame
-    from analytics.snapshot.columns import Layout
 
-    layout = Layout(info.key_serde, info.value_serde)
+    layout = _layout(opts, info)
     ends, low = bounds.cut.offsets[info.store], bounds.low[info.store]
     starts, mode, why = dict(low), "full", ""
     if base is not None:
@@ -273,14 +280,13 @@ def _instances_store(sp: SparkSession, access: MeshAccess, opts: SnapshotOptions
                      out: SnapshotDir) -> tuple[dict[str, Any], dict[str, Any]]:
     from pyspark.sql import functions as F
 
-    from analytics.snapshot.columns import Layout
     from analytics.snapshot.instances import scan_frame
     from analytics.snapshot.mesh import require_endpoints
-    from router.core.tokens import PositionToken
+    from kernel.tokens import PositionToken
 
     require_endpoints(access)
     tokens = {t.partition: a for a in opts.at if (t := PositionToken.decode(a)).store == info.store}
-    layout = Layout(info.key_serde, info.value_serde, with_status=True)
+    layout = _layout(opts, info, with_status=True)
     log(f"{info.store}: scanning {info.partitions} partition(s) through {len(access.endpoints)} instance(s)")
     df = scan_frame(sp, access, info.store, info.partitions, layout, tokens)
     statuses = [json.loads(r["status"]) for r in df.where(F.col("status").isNotNull()).select("status").collect()]

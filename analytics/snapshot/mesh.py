@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import grpc
 
 from analytics.snapshot.options import SnapshotError
+from kernel.security import AUTH_TOKEN, TLS_CA_FILE, Security
+from kernel.status_details import refusal_of
 from router.client.client_core import Backoff, Deadline, is_unreachable
 from router.client.sync_client import QueryClient
-from router.core.security import AUTH_TOKEN, TLS_CA_FILE, Security
-from router.core.status_details import refusal_of
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from instance import config_providers
 from instance.errors import ConfigException
 from instance.properties_file import load_properties_file
-from router.core.security import AUTH_TOKEN, NO_SECURITY, TLS_CA_FILE, Security
+from instance.serde.settings import is_serde_setting
+from kernel.security import AUTH_TOKEN, NO_SECURITY, TLS_CA_FILE, Security
 
 SOURCES = ("changelog", "instances")
 #: offsets per Spark task before a changelog partition is split into ranges
@@ -47,6 +48,8 @@ class SnapshotOptions:
     timeout_s: float = 30.0
     #: instances source: TLS and the bearer token the instances are dialled with
     security: Security = NO_SECURITY
+    #: the Schema Registry settings Avro values are decoded with (``--config schema.registry.url=``)
+    registry: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -88,8 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-stale", action="store_true", help="instances source: standbys may answer")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per broker call or mesh page")
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
-                   help=f"instances source: a client setting, {TLS_CA_FILE} or {AUTH_TOKEN} (others are "
-                   "ignored; repeatable), as for the client commands")
+                   help=f"a client setting: {TLS_CA_FILE} or {AUTH_TOKEN} (instances source), or "
+                   "schema.registry.url and its friends (Avro values decoded); others are ignored; "
+                   "repeatable, as for the client commands")
     p.add_argument("--config-file", help="a .properties file of client settings (--config wins; default: none)")
 
 
@@ -122,10 +126,12 @@ def client_security(config: list[str], config_file: str | None) -> Security:
 
 def options_from_args(args: argparse.Namespace) -> SnapshotOptions:
     kafka = _settings("--kafka-config", args.kafka_config)
+    serdes = _settings("--config", args.config, args.config_file)
     return SnapshotOptions(
         bootstrap=args.bootstrap, application_id=args.application_id, out=args.out,
         stores=tuple(s.strip() for s in (args.stores or "").split(",") if s.strip()),
         source=args.source, at=tuple(t.strip() for a in args.at for t in a.split(",") if t.strip()),
         incremental=args.incremental, master=args.master, split_offsets=args.split_offsets,
         kafka_config=kafka, wait_stable_s=args.wait_stable, allow_stale=args.allow_stale,
-        timeout_s=args.timeout, security=client_security(args.config, args.config_file))
+        timeout_s=args.timeout, security=client_security(args.config, args.config_file),
+        registry=tuple(sorted((k, v) for k, v in serdes.items() if is_serde_setting(k))))

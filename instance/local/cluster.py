@@ -18,12 +18,15 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from instance.kafka_clients import produce_when_room
 from instance.kafka_errors import is_topic_exists
 from instance.local.broker import free_port
 from instance.runtime.holds import HOLDS_ENV, Hold
-from router.core.kafka_log import client_logging
-from router.core.security import Security
+from kernel.instance_state import State
+from kernel.kafka_clients import produce_when_room
+from kernel.kafka_log import client_logging
+from kernel.ports import PortInUseError, check_port_free
+from kernel.security import Security
+from kernel.wire_enums import state_of
 
 WORDS = ("kafka streams table stream state store query mesh router partition task thread commit "
          "offset changelog standby replica rebalance restore window join cache punctuate record "
@@ -87,6 +90,15 @@ class Instance:
         return f"127.0.0.1:{self.port}"
 
 
+def _still_free(port: int) -> bool:
+    """Whether ``port`` on 127.0.0.1 may still be bound as the instance's server binds it."""
+    try:
+        check_port_free("127.0.0.1", port)
+    except PortInUseError:
+        return False
+    return True
+
+
 @dataclass
 class LocalCluster:
     bootstrap: str
@@ -111,7 +123,11 @@ class LocalCluster:
         for i in (range(len(self.instances)) if which is None else which):
             inst = self.instances[i]
             inst.state_dir.mkdir(parents=True, exist_ok=True)
-            cmd = [sys.executable, "-m", "instance.cli", "run", self.app_file,
+            if not _still_free(inst.port):
+                # picked at construction from the ephemeral range, where another process's
+                # outgoing connection may have taken it since (a busy machine): a new one
+                inst.port = free_port()
+            cmd = [sys.executable, "-m", "iqmesh", "run", self.app_file,
                    "--application-id", self.application_id, "--instance-id", inst.instance_id,
                    "--bootstrap", self.bootstrap, "--grpc-port", str(inst.port),
                    "--state-dir", str(inst.state_dir)]
@@ -141,6 +157,26 @@ class LocalCluster:
         p = self.instances[i].proc
         if p is not None and p.poll() is None:
             p.send_signal(sig)
+
+    def wait_stopped(self, i: int, timeout: float = 10.0) -> None:
+        """After SIGSTOP: until every thread of instance ``i`` is stopped (Linux's ``T`` state in
+        /proc; a thread busy in the kernel stops only when it leaves it)."""
+        p = self.instances[i].proc
+        assert p is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            states = []
+            for stat in Path(f"/proc/{p.pid}/task").glob("*/stat"):
+                try:
+                    states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+                except (OSError, IndexError):
+                    continue  # a thread that just ended
+            if states and all(s == "T" for s in states):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.instances[i].instance_id} not stopped within {timeout}s: "
+                                   f"thread states {sorted(states)}")
+            time.sleep(0.01)
 
     def wait_exit(self, i: int, timeout: float = 60.0) -> int:
         p = self.instances[i].proc
@@ -176,8 +212,9 @@ class LocalCluster:
 
     def wait_running(self, timeout: float = 90.0, expected: int | None = None,
                      progress: Callable[[str], None] | None = None) -> None:
-        """Until every live instance reports RUNNING with all tasks assigned and restored;
-        ``progress`` hears what is still awaited every 10 s."""
+        """Until every live instance reports RUNNING with all tasks assigned and restored (and,
+        when the broker places them, every instance holding some); ``progress`` hears what is
+        still awaited every 10 s."""
         from router.client.sync_client import QueryClient
 
         want = expected if expected is not None else len(self.running())
@@ -201,9 +238,9 @@ class LocalCluster:
                 except Exception as e:
                     last = str(e)
                     break
-                alive = [i for i in md.instances if i.alive and i.state == "RUNNING"]
+                alive = [i for i in md.instances if i.alive and state_of(i.state) is State.RUNNING]
                 if len(alive) != want or any(i.restoring_tasks for i in alive):
-                    seen = [(i.instance_id, i.state, i.alive) for i in md.instances]
+                    seen = [(i.instance_id, state_of(i.state).name, i.alive) for i in md.instances]
                     last = f"{inst.instance_id} sees {seen}"
                     break
                 owned = [t for i in alive for t in i.active_tasks]
@@ -211,10 +248,20 @@ class LocalCluster:
                 if len(owned) < total or len(set(owned)) != len(owned):
                     last = f"tasks not settled: {sorted(owned)}"
                     break
+                if self._broker_assigns and total >= want and any(not i.active_tasks for i in alive):
+                    # the streams protocol gives the first member every task and the joiners
+                    # theirs a heartbeat interval later: all owned is not yet settled
+                    last = f"tasks not spread: {[(i.instance_id, len(i.active_tasks)) for i in alive]}"
+                    break
             else:
                 return
             time.sleep(0.3)
         raise TimeoutError(f"cluster not RUNNING within {timeout}s: {last}; {self.describe_group()}\n{self.logs()}")
+
+    @property
+    def _broker_assigns(self) -> bool:
+        """The group's tasks are placed by the broker (``group.protocol=streams``), in steps."""
+        return "group.protocol=streams" in self.extra_config
 
     def describe_group(self) -> str:
         """The consumer group as the coordinator describes it (for failure messages)."""

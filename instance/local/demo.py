@@ -29,8 +29,8 @@ from confluent_kafka import Producer
 from instance.local import broker as devbroker
 from instance.local.cluster import LocalCluster, ensure_topic, produce, sample_lines
 from instance.local.gateway import GatewayProcess
+from kernel.kafka_log import client_logging
 from router.client.sync_client import QueryClient
-from router.core.kafka_log import client_logging
 
 # a module name, not a path: importable from an installed distribution as from the source tree
 APP = "examples.wordcount"
@@ -49,10 +49,10 @@ def say(text: str) -> None:
 def iqmesh_command() -> str:
     """How to run ``iqmesh`` from the shell the demo was started in: the bare name when PATH finds
     this very installation, else the script's path (relative when below the current directory),
-    else ``python -m instance.cli`` with this interpreter."""
+    else ``python -m iqmesh`` with this interpreter."""
     script = Path(sys.executable).parent / "iqmesh"
     if not script.is_file():
-        return f"{shlex.quote(sys.executable)} -m instance.cli"
+        return f"{shlex.quote(sys.executable)} -m iqmesh"
     on_path = shutil.which("iqmesh")
     if on_path and os.path.realpath(on_path) == os.path.realpath(script):
         return "iqmesh"

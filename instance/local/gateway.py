@@ -32,7 +32,7 @@ class GatewayProcess:
 
     def start(self) -> None:
         self.port = self.port or free_port()
-        cmd = [sys.executable, "-m", "instance.cli", "gateway", "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "iqmesh", "gateway", "--port", str(self.port)]
         cmd += ["--seeds", ",".join(self.seeds)] if self.seeds else [
             "--bootstrap", self.bootstrap, "--application-id", self.application_id]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

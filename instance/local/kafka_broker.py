@@ -40,15 +40,18 @@ __all__ = [
     "KAFKA_VERSION",
     "broker_status",
     "kafka_classpath",
+    "maven_classpath",
     "node_pids",
     "start_broker",
     "start_node",
+    "wanted_version",
     "stop_broker",
     "stop_node",
 ]
 
 POM = Path(__file__).with_name("kafka") / "pom.xml"
-KAFKA_VERSION = "4.1.1"  # keep equal to kafka.version in the pom
+KAFKA_VERSION = "4.4.0"  # keep equal to kafka.version in the pom
+VERSION_ENV = "IQMESH_KAFKA_VERSION"  # another release for a new cluster (CI's oldest supported one)
 ENGINE = "kafka"
 _LOG4J = """\
 status = warn
@@ -91,9 +94,23 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def kafka_classpath() -> Path:
-    """The folder of jars of the pinned Kafka release, resolved with Maven on first use."""
-    lib = _cache_dir() / f"kafka-{KAFKA_VERSION}" / "lib"
+def wanted_version() -> str:
+    """The release a new cluster runs: ``$IQMESH_KAFKA_VERSION``, else the pinned one."""
+    return os.environ.get(VERSION_ENV) or KAFKA_VERSION
+
+
+def kafka_classpath(version: str | None = None) -> Path:
+    """The folder of jars of a Kafka release (the pinned one by default), resolved with Maven on
+    first use."""
+    version = version or wanted_version()
+    return maven_classpath(POM, f"kafka-{version}", version, f"Apache Kafka {version}")
+
+
+def maven_classpath(pom: Path, name: str, version: str, what: str) -> Path:
+    """The runtime jars of ``pom`` (``-Dkafka.version=version``) copied once with Maven into
+    ``$IQMESH_CACHE/<name>/lib`` (under a lock: tests and the CLI may ask at once); later calls
+    touch no network."""
+    lib = _cache_dir() / name / "lib"
     done = lib.parent / "resolved"
     if done.is_file():
         return lib
@@ -104,16 +121,15 @@ def kafka_classpath() -> Path:
             return lib
         tmp = lib.parent / "lib.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-               f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
+        cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+               f"-Dkafka.version={version}", f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
         proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             out = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
-            raise BrokerError(f"Maven could not resolve Apache Kafka {KAFKA_VERSION} ({' '.join(cmd)}):\n"
-                              + "\n".join(out))
+            raise BrokerError(f"Maven could not resolve {what} ({' '.join(cmd)}):\n" + "\n".join(out))
         shutil.rmtree(lib, ignore_errors=True)
         os.replace(tmp, lib)
-        done.write_text(KAFKA_VERSION + "\n")
+        done.write_text(version + "\n")
     return lib
 
 
@@ -181,6 +197,8 @@ def _properties(data_dir: Path, node: _Node, nodes: list[_Node]) -> str:
         "share.coordinator.state.topic.min.isr": min_isr,
         # a test or a demo should not wait 3 s for the first rebalance of every group
         "group.initial.rebalance.delay.ms": 0,
+        # the same for streams groups (KIP-1071; Kafka 4.2+, its GroupCoordinatorConfig)
+        "group.streams.initial.rebalance.delay.ms": 0,
         "log.segment.bytes": 64 * 1024 * 1024,
     }
     return "".join(f"{k}={v}\n" for k, v in settings.items())
@@ -198,6 +216,12 @@ def _write_state(data_dir: Path, state: dict[str, object]) -> None:
     tmp = data_dir / f".{STATE_FILE}.tmp"
     tmp.write_text(json.dumps(state, indent=2) + "\n")
     os.replace(tmp, data_dir / STATE_FILE)
+
+
+def _formatted_by(state: dict[str, object]) -> str:
+    """The release that formatted the cluster: recorded since 4.4.0 became the default; every
+    cluster formatted before ran 4.1.1."""
+    return str(state.get("version") or "4.1.1")
 
 
 def _nodes(state: dict[str, object]) -> list[_Node]:
@@ -334,14 +358,15 @@ def start_broker(data_dir: Path, port: int | None = None, brokers: int = 1,
     """
     data_dir = Path(data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    lib = kafka_classpath()
     with file_lock(data_dir / ".iqmesh-broker.lock"):
         state = _read_state(data_dir)
+        # a formatted cluster comes back on the release that formatted it
+        lib = kafka_classpath(_formatted_by(state) if state else None)
         if state is None:
             if (data_dir / STATE_FILE).exists():
                 raise BrokerError(f"{data_dir} holds another broker's data; use another --data-dir")
             nodes = _new_nodes(port, brokers, sasl_ssl)
-            state = {"engine": ENGINE, "version": KAFKA_VERSION, "cluster_id": _cluster_id(),
+            state = {"engine": ENGINE, "version": wanted_version(), "cluster_id": _cluster_id(),
                      "nodes": [vars(n) for n in nodes], "bootstrap": _bootstrap(nodes)}
             password = ""
             if sasl_ssl:
@@ -449,7 +474,7 @@ def start_node(data_dir: Path, node_id: int, timeout: float = 120.0) -> None:
         raise BrokerError(f"no Apache Kafka cluster in {data_dir}")
     node = next(n for n in _nodes(state) if n.node_id == node_id)
     if _pid_of(data_dir, node_id) is None:
-        _spawn(kafka_classpath(), data_dir, node)
+        _spawn(kafka_classpath(_formatted_by(state)), data_dir, node)
     _wait_ready(data_dir, [node], timeout)
 
 

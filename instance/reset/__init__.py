@@ -5,5 +5,5 @@ positions.py (where input offsets go: the ``--to-*`` / ``--shift-by`` / ``--by-d
 internal.py (which topics are the application's own), group.py (the group's members: refuse or
 remove), offsets.py (partitions, offsets and commits through the admin client), state_dirs.py (the
 local state), resetter.py (the plan, then its application), errors.py (ResetError: the CODE and
-message of the command's error line). The command line is instance/cli/reset.py. Imports nothing here.
+message of the command's error line). The command line is iqmesh/reset.py. Imports nothing here.
 """

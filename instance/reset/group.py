@@ -1,7 +1,7 @@
 """The application's consumer group during a reset: who is in it, the refusal while anyone is, and
 ``--force``'s removal of the members (Kafka's remove-members operation, KIP-345, which
 instance/runtime/group_admin.py frames by hand: confluent-kafka lacks it; with the command's TLS
-and SASL settings, instance/runtime/wire_auth.py).
+and SASL settings, instance/kafka_wire/wire_auth.py).
 
 Both brokers support the removal: Apache Kafka (4.1: groups of either ``group.protocol``) and the
 dev broker answer LeaveGroup for other members, static ones (a ``group.instance.id``) included.
@@ -20,9 +20,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from instance.kafka_errors import error_name, kafka_error
+from instance.kafka_wire.wire_auth import WireAuthError
 from instance.reset.errors import ResetError
 from instance.runtime.group_admin import GroupAdminError, GroupMember, remove_members
-from instance.runtime.wire_auth import BrokerAuth, WireAuthError
 
 #: seconds the coordinator has to answer, and removed members to leave the description
 GROUP_TIMEOUT_S = 30.0
@@ -67,8 +67,8 @@ def remove(bootstrap: str, group: str, found: Sequence[GroupMember], client_conf
     that could not be removed, or members listed still (instances that are running rejoin), is a
     ResetError saying nothing else was changed."""
     try:
-        auth = BrokerAuth.from_client_config(client_config)
-        answers = remove_members(bootstrap, group, found, timeout=GROUP_TIMEOUT_S, auth=auth)
+        answers = remove_members({**client_config, "bootstrap.servers": bootstrap}, group, found,
+                                 timeout=GROUP_TIMEOUT_S)
     except (GroupAdminError, WireAuthError) as e:
         raise ResetError("MEMBERS_NOT_REMOVED", f"--force could not remove the members of group {group!r}: {e}; "
                          "nothing was changed") from None

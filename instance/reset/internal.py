@@ -5,7 +5,7 @@ Kafka Streams names its internal topics (``-changelog``, ``-repartition``, the f
 ``-subscription-registration-topic`` and ``-subscription-response-topic``, named or numbered).
 iqmesh names its internal topics the same way (instance/state/spec.py, instance/topology/graph.py,
 ktable.py, fk_join.py) and adds one per application: the instances topic
-(router/core/instances_follower.py), where every instance publishes its InstanceInfo; an instance
+(kernel/instances_follower.py), where every instance publishes its InstanceInfo; an instance
 creates it again at start. A topic given as an input or intermediate topic is never one of them
 (Kafka's KAFKA-7930).
 """
@@ -16,7 +16,7 @@ import re
 from collections.abc import Collection, Iterable
 
 from instance.errors import ConfigException
-from router.core.instances_follower import instances_topic
+from kernel.instances_follower import instances_topic
 
 _KAFKA_STREAMS_SUFFIX = re.compile(
     r".+(-changelog|-repartition|-subscription-registration-topic|-subscription-response-topic"

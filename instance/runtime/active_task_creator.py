@@ -13,25 +13,27 @@ from confluent_kafka import Consumer, TopicPartition
 
 from instance.config import StreamsConfig
 from instance.runtime.collector import RecordCollector
-from instance.runtime.handlers import ErrorHandling
 from instance.runtime.metrics import ThreadMetrics
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task import StreamTask
 from instance.runtime.task_timeout import retrying
-from instance.runtime.timestamps import timestamp_extractor
 from instance.state.kv_store import ChangelogSend
 from instance.state.source_offsets import HEADER as SOURCE_HEADER
+from instance.topology.handlers import ErrorHandling
+from instance.topology.timestamps import timestamp_extractor
 from instance.topology.topology import Topology
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 TopicPart = tuple[str, int]
 
 
 class ActiveTaskCreator:
     def __init__(self, name: str, config: StreamsConfig, topology: Topology, resolve: Callable[[str], str],
-                 errors: ErrorHandling, metrics: ThreadMetrics, start_offsets: Mapping[TopicPart, int]) -> None:
+                 errors: ErrorHandling, metrics: ThreadMetrics, start_offsets: Mapping[TopicPart, int],
+                 global_stores: Mapping[str, Any]) -> None:
         """``start_offsets``: the committed offset of each assigned partition (the TaskManager's,
-        kept current by it): where fetching starts before a partition returned a record."""
+        kept current by it): where fetching starts before a partition returned a record;
+        ``global_stores``: the instance's (read-only for tasks)."""
         self.name = name
         self.config = config
         self.topology = topology
@@ -43,8 +45,7 @@ class ActiveTaskCreator:
         self._extractor = timestamp_extractor(config.default_timestamp_extractor)
         n_stores = max(1, len(topology.stores))
         self._cache_entries = config.statestore_cache_max_bytes // (100 * n_stores)
-        #: the instance's global stores (read-only for tasks); set by the stream thread
-        self.global_stores: Mapping[str, Any] = {}
+        self.global_stores = global_stores
 
     def create(self, tid: TaskId, collector: RecordCollector, consumer: Consumer | None,
                committed: Mapping[TopicPart, int]) -> StreamTask:

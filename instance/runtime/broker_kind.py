@@ -11,6 +11,7 @@ refuses the question (a secured cluster without DescribeConfigs rights) is not t
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -21,18 +22,33 @@ AUTO, ON, OFF = "auto", "true", "false"
 ASSIST_VALUES = (AUTO, ON, OFF)
 
 
-def describes_itself_as_kafka(admin: AdminClient, timeout: float = 10.0) -> bool:
-    """True unless the broker answers DescribeConfigs without naming its own id (the dev broker)."""
+def _broker_configs(admin: AdminClient, timeout: float) -> dict[str, Any] | None:
+    """The first broker's settings (None: it has no nodes, or refused to describe them)."""
     try:
         cluster = admin.describe_cluster(request_timeout=timeout).result()
         if not cluster.nodes:
-            return True
+            return None
         resource = ConfigResource(ConfigResource.Type.BROKER, str(cluster.nodes[0].id))
-        configs = next(iter(admin.describe_configs([resource], request_timeout=timeout).values())).result()
-    except KafkaException as e:  # refused (ACLs) or not supported: not the dev broker
-        log.info("the broker did not describe its configuration (%s); taking it for Apache Kafka", e)
-        return True
-    return "node.id" in configs or "broker.id" in configs
+        return dict(next(iter(admin.describe_configs([resource], request_timeout=timeout).values())).result())
+    except KafkaException as e:  # refused (ACLs) or not supported
+        log.info("the broker did not describe its configuration (%s)", e)
+        return None
+
+
+def describes_itself_as_kafka(admin: AdminClient, timeout: float = 10.0) -> bool:
+    """True unless the broker answers DescribeConfigs without naming its own id (the dev broker);
+    a broker that refuses the question is taken for Apache Kafka."""
+    configs = _broker_configs(admin, timeout)
+    return configs is None or "node.id" in configs or "broker.id" in configs
+
+
+def rebalance_protocols(admin: AdminClient, timeout: float = 10.0) -> set[str] | None:
+    """The group protocols the broker's coordinator enables (``group.coordinator.rebalance.protocols``;
+    None: not told). Apache Kafka 3.9 offers the consumer protocol's API but leaves it off."""
+    configs = _broker_configs(admin, timeout)
+    entry = configs.get("group.coordinator.rebalance.protocols") if configs else None
+    value = getattr(entry, "value", None)
+    return None if value is None else {p.strip() for p in str(value).split(",") if p.strip()}
 
 
 def membership_assist(setting: str, admin: AdminClient) -> bool:

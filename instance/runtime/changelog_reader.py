@@ -13,7 +13,7 @@ A partition is registered in one of two modes:
   second. So a standby never reflects input that will be processed again.
 
 Restoring has priority: standby partitions stay paused while any partition restores. Caught up, the
-standby partitions pause for ``idle_s`` (router/core/idle_fetch.py: the dev broker answers idle fetches
+standby partitions pause for ``idle_s`` (kernel/idle_fetch.py: the dev broker answers idle fetches
 in a tight loop) and, resumed, stay resumed for ``window_s`` so a fetch has time to come back. The
 stream thread calls :meth:`restore` and :meth:`update_standbys` between polls, so neither blocks
 the group heartbeat.
@@ -35,8 +35,8 @@ from instance.runtime.restore import StateRestoreListener
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task_timeout import retrying
 from instance.state.source_offsets import covered
-from router.core.idle_fetch import FOLLOWER_PAUSE_S, IdleFetch, PauseAssignment
-from router.core.task_id import TaskId
+from kernel.idle_fetch import FOLLOWER_PAUSE_S, IdleFetch, PauseAssignment
+from kernel.task_id import TaskId
 
 TopicPart = tuple[str, int]
 #: the group's committed offsets of (input topic, partition) pairs (0 where none)

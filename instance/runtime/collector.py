@@ -16,10 +16,8 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.task_timeout import TaskTimeoutException, is_transient, kafka_error
-from router.core.partitioner import LIBRDKAFKA_PARTITIONER
 
 Headers = list[tuple[str, str | bytes | None]]
 log = logging.getLogger(__name__)
@@ -70,30 +68,6 @@ class ProducerClient(Protocol):
     def commit_transaction(self, timeout: float = -1) -> None: ...
 
     def abort_transaction(self, timeout: float = -1) -> None: ...
-
-
-def producer_config(config: StreamsConfig, client_id: str, transactional_id: str | None = None) -> dict[str, Any]:
-    conf: dict[str, Any] = {
-        "client.id": client_id,
-        "partitioner": LIBRDKAFKA_PARTITIONER,
-        "linger.ms": 5,
-        "batch.num.messages": 10000,
-        "batch.size": 1_000_000,
-        "queue.buffering.max.messages": 1_000_000,
-        "queue.buffering.max.kbytes": 1_048_576,
-        "enable.idempotence": True,
-        "acks": "all",
-    }
-    if not transactional_id:
-        # at-least-once: a record waits for a restarting broker as long as the commit that
-        # flushes it does (task.timeout.ms); under exactly-once librdkafka bounds it by
-        # transaction.timeout.ms and the transaction aborts
-        conf["message.timeout.ms"] = 0
-    if transactional_id:
-        conf["transactional.id"] = transactional_id
-        conf["transaction.timeout.ms"] = 10_000  # Kafka Streams' default: a dead producer's transaction
-        # blocks read_committed readers at most this long (on brokers that abort it; see membership.py)
-    return config.client_config("producer", **conf)
 
 
 class RecordCollector:

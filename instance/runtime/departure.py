@@ -29,8 +29,8 @@ from pathlib import Path
 
 from instance.config import StreamsConfig
 from instance.errors import StreamsException
+from instance.group_protocol import CLASSIC, STREAMS
 from instance.runtime.group_admin import GroupMember, remove_members
-from instance.runtime.wire_auth import BrokerAuth
 
 log = logging.getLogger(__name__)
 
@@ -120,15 +120,16 @@ def remove_static_members(config: StreamsConfig) -> bool:
     """After the stream threads closed: remove this instance's static members from the group (the
     remove-members operation, as Kafka Streams' close with ``leaveGroup``), so their partitions
     move now instead of after ``session.timeout.ms``. True if they were removed."""
-    if config.group_protocol != "classic":
+    if config.group_protocol == STREAMS:
+        return True  # the stream threads' members left with epoch -1 (runtime/streams_group/member.py)
+    if config.group_protocol != CLASSIC:
         log.warning("leaving for good, but group.protocol=%s members cannot be removed with LeaveGroup: "
                     "their partitions move after the broker's session timeout", config.group_protocol)
         return False
     gid = config.group_instance_id
     members = [GroupMember("", "", static_member_id(gid, i), "") for i in range(1, config.num_stream_threads + 1)]
     try:
-        auth = BrokerAuth.from_client_config(config.client_config("admin"))
-        errors = remove_members(config.bootstrap_servers, config.application_id, members, auth=auth)
+        errors = remove_members(config.client_config("admin"), config.application_id, members)
     except StreamsException as e:
         log.warning("leaving for good, but removing our static members failed (%s): their partitions move "
                     "after session.timeout.ms", e)

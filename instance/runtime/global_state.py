@@ -9,21 +9,22 @@ Streams' global update task does: skipped (log-and-continue, dead-letter topic) 
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 from typing import Any
 
 from instance.errors import StreamsException
-from instance.runtime.handlers import ErrorHandling
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBytesStore
 from instance.state.change_logging import Batch
 from instance.state.checkpoint import TaskDirLock, read_checkpoint
 from instance.state.kv_store import KeyValueStore
 from instance.state.store_builder import build_key_value_store
+from instance.topology.handlers import ErrorHandling
 from instance.topology.processor import ProcessorContext, RecordContext, node_callable
 from instance.topology.topology import GlobalStore, Topology
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 TopicPart = tuple[str, int]
 #: the id the changelog reader knows the global stores by (no sub-topology has it)
@@ -80,8 +81,14 @@ class GlobalStateManager(ProcessorStateManager):
             for tp in tps:
                 self._store_of[tp] = store
                 self.changelog_offsets[tp] = self.checkpointed.get(tp, 0)
+            store.bind_position(functools.partial(self.topic_position, tuple(tps)))
             if g.processor is not None:
                 self._processors[g.topic] = self._init_processor(g, store)
+
+    def topic_position(self, tps: tuple[TopicPart, ...]) -> int:
+        """A global store's position: the sum over its topic's partitions of the next offset applied."""
+        offsets = self.changelog_offsets
+        return sum(offsets.get(tp, 0) for tp in tps)
 
     def _init_processor(self, g: GlobalStore, store: KeyValueStore) -> Any:
         assert g.processor is not None

@@ -25,8 +25,8 @@ from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.global_state import GLOBAL_ID, GlobalStateManager
-from instance.runtime.handlers import ErrorHandling
 from instance.state.kv_store import KeyValueStore
+from instance.topology.handlers import ErrorHandling
 from instance.topology.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -52,8 +52,7 @@ class GlobalStreamThread(threading.Thread):
         md = admin.list_topics(timeout=10)
         partitions = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
         #: the deserialization handler for the global topics (and what it skipped)
-        self.errors = ErrorHandling(config.to_properties())
-        self.errors.send = self._send_dead_letter
+        self.errors = ErrorHandling(config.to_properties(), send=self._send_dead_letter)
         self._producer: Producer | None = None
         self.state = GlobalStateManager(topology, partitions, config.app_state_dir, config.application_id,
                                         self.errors, config.in_memory_stores)

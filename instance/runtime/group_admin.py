@@ -17,15 +17,16 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from instance.errors import StreamsException
-from instance.runtime.wire_auth import PLAINTEXT, BrokerAuth, WireAuthError, authenticate
-from router.core.kafka_log import client_logging
+from instance.kafka_wire.wire_auth import BrokerAuth, WireAuthError, authenticate
+from kernel.kafka_log import client_logging
 
 __all__ = ["GroupAdminError", "GroupDescription", "GroupMember", "describe_group", "describe_group_members",
            "error_name", "fence_transactional_id", "fence_transactions", "list_transactions", "remove_members"]
@@ -325,11 +326,22 @@ def _coordinator(bootstrap: str, group_id: str, deadline: float, auth: BrokerAut
 
 
 # -- public API -----------------------------------------------------------------------------------------
+#: How every function here reaches the cluster: a client's whole configuration
+#: (``StreamsConfig.client_config("admin")``: bootstrap.servers, TLS, SASL, as every other client of
+#: the instance), or bootstrap.servers alone (PLAINTEXT).
+Kafka = str | Mapping[str, Any]
 
 
-def describe_group(bootstrap: str, group_id: str, timeout: float = 10.0) -> GroupDescription:
+def _client(kafka: Kafka) -> dict[str, Any]:
+    """The client configuration ``kafka`` stands for."""
+    return {"bootstrap.servers": kafka, **client_logging()} if isinstance(kafka, str) else dict(kafka)
+
+
+def describe_group(kafka: Kafka, group_id: str, timeout: float = 10.0) -> GroupDescription:
     """The group's state and the members the coordinator lists (DescribeGroups)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **client_logging()})
+    client = _client(kafka)
+    bootstrap = client["bootstrap.servers"]
+    admin = AdminClient(client)
     try:
         described = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id].result(timeout)
     except KafkaException as e:
@@ -338,18 +350,22 @@ def describe_group(bootstrap: str, group_id: str, timeout: float = 10.0) -> Grou
     return GroupDescription(described.state.name, members)
 
 
-def describe_group_members(bootstrap: str, group_id: str, timeout: float = 10.0) -> list[GroupMember]:
+def describe_group_members(kafka: Kafka, group_id: str, timeout: float = 10.0) -> list[GroupMember]:
     """The members the coordinator lists for ``group_id`` (DescribeGroups)."""
-    return list(describe_group(bootstrap, group_id, timeout).members)
+    return list(describe_group(kafka, group_id, timeout).members)
 
 
-def remove_members(bootstrap: str, group_id: str, members: Sequence[GroupMember],
-                   timeout: float = 10.0, auth: BrokerAuth = PLAINTEXT) -> dict[str, str]:
+def remove_members(kafka: Kafka, group_id: str, members: Sequence[GroupMember],
+                   timeout: float = 10.0) -> dict[str, str]:
     """Remove ``members`` from ``group_id`` (KIP-345); member_id -> Kafka error name ("NONE": removed).
     A member named by its group.instance.id alone (member_id ``""``) is the static member with that
     id, and its result is under that id.
 
-    Raises GroupAdminError when the coordinator cannot be reached or answers something unusable."""
+    Raises GroupAdminError when the coordinator cannot be reached or answers something unusable,
+    WireAuthError when ``kafka``'s security settings are not supported by the hand-framed requests."""
+    client = _client(kafka)
+    bootstrap = client["bootstrap.servers"]
+    auth = BrokerAuth.from_client_config(client)
     try:
         return _remove(bootstrap, group_id, list(members), time.monotonic() + timeout, auth)
     except GroupAdminError as e:
@@ -391,34 +407,39 @@ def _remove(bootstrap: str, group_id: str, members: list[GroupMember], deadline:
     return result
 
 
-def fence_transactional_id(bootstrap: str, transactional_id: str, timeout: float = 30.0) -> None:
+def fence_transactional_id(kafka: Kafka, transactional_id: str, timeout: float = 30.0) -> None:
     """Fence every earlier producer of ``transactional_id`` and abort its open transaction.
 
     A producer with that id calls ``init_transactions()``: the coordinator bumps the epoch, which
     aborts whatever transaction a dead (or zombie) producer left open."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    client = _client(kafka)
+    producer = Producer({**client, "transactional.id": transactional_id})
     try:
         producer.init_transactions(timeout)
     except KafkaException as e:
-        raise GroupAdminError(f"fencing transactional.id {transactional_id!r} on {bootstrap} failed: {e}") from e
+        raise GroupAdminError(f"fencing transactional.id {transactional_id!r} on {client['bootstrap.servers']} "
+                              f"failed: {e}") from e
     finally:
         producer.flush(1.0)
 
 
-def list_transactions(bootstrap: str, states: Sequence[str] = ("Ongoing",),
+def list_transactions(kafka: Kafka, states: Sequence[str] = ("Ongoing",),
                       timeout: float = 10.0) -> list[tuple[str, int, str]]:
     """Every broker's transactions in ``states`` (all states if empty), as (transactional_id,
     producer_id, state) (ListTransactions, KIP-664). Raises GroupAdminError when a broker cannot
     answer."""
     deadline = time.monotonic() + timeout
-    admin = AdminClient({"bootstrap.servers": bootstrap, **client_logging()})
+    client = _client(kafka)
+    bootstrap = client["bootstrap.servers"]
+    auth = BrokerAuth.from_client_config(client)
+    admin = AdminClient(client)
     try:
         brokers = admin.list_topics(timeout=timeout).brokers.values()
     except KafkaException as e:
         raise GroupAdminError(f"listing the brokers of {bootstrap} failed: {e}") from e
     found: list[tuple[str, int, str]] = []
     for broker in brokers:
-        conn = _Connection(broker.host or "127.0.0.1", broker.port, deadline, PLAINTEXT)
+        conn = _Connection(broker.host or "127.0.0.1", broker.port, deadline, auth)
         try:
             if pick_version(conn.versions, LIST_TRANSACTIONS, 0) is None:
                 raise GroupAdminError(f"broker {conn.where} does not support ListTransactions (Kafka 3.0+)")
@@ -432,11 +453,13 @@ def list_transactions(bootstrap: str, states: Sequence[str] = ("Ongoing",),
     return found
 
 
-def fence_transactions(bootstrap: str, owned: Callable[[str], bool], timeout: float = 30.0) -> list[str]:
+def fence_transactions(kafka: Kafka, owned: Callable[[str], bool], timeout: float = 30.0,
+                       producer: Kafka | None = None) -> list[str]:
     """Fence every open transaction whose transactional id is ``owned``: aborts them, so the last
-    stable offset of what they wrote moves on. Returns the ids fenced."""
+    stable offset of what they wrote moves on. Returns the ids fenced. ``producer``: the fencing
+    producers' configuration (default: ``kafka``'s)."""
     deadline = time.monotonic() + timeout
-    ids = sorted({tid for tid, _pid, _state in list_transactions(bootstrap, timeout=timeout) if owned(tid)})
+    ids = sorted({tid for tid, _pid, _state in list_transactions(kafka, timeout=timeout) if owned(tid)})
     for tid in ids:
-        fence_transactional_id(bootstrap, tid, max(1.0, deadline - time.monotonic()))
+        fence_transactional_id(kafka if producer is None else producer, tid, max(1.0, deadline - time.monotonic()))
     return ids

@@ -7,6 +7,7 @@ import enum
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -29,19 +30,21 @@ from instance.runtime.metadata_service import MetadataService, ensure_metadata_t
 from instance.runtime.metrics import MetricName, Metrics
 from instance.runtime.query import StateQueryRequest, StateQueryResult
 from instance.runtime.query.execute import execute
-from instance.runtime.query.placement import StorePlacement, parse_query_key
+from instance.runtime.query.request import StorePlacement
 from instance.runtime.query_counters import QueryCounters
 from instance.runtime.reachability import reached_admin
 from instance.runtime.restore import StateRestoreListener
 from instance.runtime.states import State, StateListener, StateMachine
 from instance.runtime.stream_thread import StreamThread, ThreadState
+from instance.runtime.streams_group.declaration import declare
+from instance.runtime.streams_group.errors import StreamsGroupError
+from instance.runtime.streams_group.routing import GroupRoutedView, freshest
 from instance.runtime.task_manager import TaskManager
 from instance.state.cleanup import clean_unowned_task_dirs
 from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
-from router.core.echo import echo
-from router.core.local_read import Role
-from router.core.metadata import (
+from kernel.echo import echo
+from kernel.metadata import (
     NOT_AVAILABLE,
     ClusterView,
     HostInfo,
@@ -52,8 +55,7 @@ from router.core.metadata import (
     StorePartitionInfo,
     liveness_ms,
 )
-from router.core.partitioner import default_partition
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -75,6 +77,7 @@ class KafkaStreams:
         self.config = config if isinstance(config, StreamsConfig) else StreamsConfig.from_properties(config)
         self.topology = topology
         topology.subtopologies()
+        topology.configure_serdes(self.config.serde_settings)
         self._sm = StateMachine()
         self._handler: UncaughtExceptionHandler | None = None
         self.restore_listener: StateRestoreListener | None = None
@@ -82,7 +85,7 @@ class KafkaStreams:
         self.global_thread: GlobalStreamThread | None = None
         self.layout: internal_topics.TopicLayout | None = None
         self.instance_id = self.config.instance_id
-        self.view = ClusterView(liveness_ms=liveness_ms(self.config.heartbeat_interval_ms))
+        self.view = self._new_view()
         self._metadata: MetadataService | None = None
         self._assigned_at_ms = 0
         self._close_lock = threading.Lock()
@@ -95,6 +98,22 @@ class KafkaStreams:
         self._next_cleanup = time.monotonic() + self.config.state_cleanup_delay_ms / 1000.0
         #: store -> its placement, filled as queries name stores (:meth:`store_placement`)
         self._placements: dict[str, StorePlacement] = {}
+        #: the process id this instance's stream threads declare under group.protocol=streams
+        self.process_id = str(uuid.uuid4())
+
+    def _new_view(self) -> ClusterView:
+        """Who holds what: the instances topic's view; under group.protocol=streams owners and
+        standbys from the broker's endpoint map (runtime/streams_group/routing.py)."""
+        liveness = liveness_ms(self.config.heartbeat_interval_ms)
+        if self.config.group_protocol != rebalance_protocol.STREAMS:
+            return ClusterView(liveness_ms=liveness)
+        declaration = declare(self.topology, self.config.application_id, self.config.replication_factor)
+
+        def partition_of(task: TaskId) -> tuple[str, int] | None:
+            return min(declaration.partitions_of(task), default=None)
+
+        return GroupRoutedView(liveness, lambda: freshest([m for t in list(self.threads)
+                                                           if (m := t.group_endpoints) is not None]), partition_of)
 
     # -- state --------------------------------------------------------------------------------
     @property
@@ -121,7 +140,13 @@ class KafkaStreams:
         self._sm.set(State.REBALANCING)
         try:
             admin = reached_admin(self.config.client_config("admin"), self.config.bootstrap_servers)
-            rebalance_protocol.check_broker(self.config.group_protocol, admin, self.config.membership_assist)
+            rebalance_protocol.check_broker(self.config.group_protocol, admin, self.config.membership_assist,
+                                            self.config.bootstrap_servers, self.config.client_config("admin"))
+            if self.config.group_protocol == rebalance_protocol.STREAMS and self.config.num_standby_replicas > 0:
+                log.warning("num.standby.replicas=%d is not used under group.protocol=streams: the broker places "
+                            "standbys; set streams.num.standby.replicas on group %s (kafka-configs --entity-type "
+                            "groups) or group.streams.num.standby.replicas on the brokers",
+                            self.config.num_standby_replicas, self.config.application_id)
             self.layout = internal_topics.prepare(admin, self.topology, self.config.application_id,
                                                   self.config.replication_factor)
             ensure_metadata_topic(admin, self.config.application_id, self.config.replication_factor)
@@ -166,11 +191,11 @@ class KafkaStreams:
 
     def _start_thread(self, index: int) -> None:
         assert self.layout is not None
-        t = StreamThread(index, self.config, self.topology, self.layout, self._on_thread_state,
-                         self._on_thread_error, self.restore_listener, self._standby_wanted,
-                         self.membership)
-        if self.global_thread is not None:
-            t.global_stores = self.global_thread.stores
+        t = StreamThread.create(index, self.config, self.topology, self.layout, on_state=self._on_thread_state,
+                                on_error=self._on_thread_error, restore_listener=self.restore_listener,
+                                standby_wanted=self._standby_wanted, membership=self.membership,
+                                global_stores=self.global_thread.stores if self.global_thread is not None else {},
+                                process_id=self.process_id)
         self.threads.append(t)
         t.start()
 
@@ -190,10 +215,11 @@ class KafkaStreams:
     def _on_thread_error(self, thread: StreamThread, exc: BaseException) -> None:
         self.last_error = exc
         # a record the configured handler failed on was named by the handler already (topic,
-        # partition, offset, the setting that skips it): a stack adds nothing there; a processor
+        # partition, offset, the setting that skips it), and a streams group's refusal is a line
+        # of the broker's (invalid topology, full group): a stack adds nothing there; a processor
         # that raised keeps its traceback, which points into the user's code
-        record_failure = isinstance(exc, (SerializationException, ProductionException))
-        log.error("stream thread %s died: %s", thread.name, exc, exc_info=None if record_failure else exc)
+        one_line = isinstance(exc, (SerializationException, ProductionException, StreamsGroupError))
+        log.error("stream thread %s died: %s", thread.name, exc, exc_info=None if one_line else exc)
         if self.state in (State.NOT_RUNNING, State.ERROR):
             return
         response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
@@ -228,16 +254,18 @@ class KafkaStreams:
                 self.membership.prepare_leave(static=bool(self.config.group_instance_id) and not for_good)
             except Exception:  # leaving goes ahead; peers at worst redo uncommitted work
                 log.exception("announcing the leave failed")
-        done = self._shutdown(State.NOT_RUNNING, timeout)
+        done = self._shutdown(State.NOT_RUNNING, timeout, leave_group=for_good)
         if for_good:
             remove_static_members(self.config)
         return done
 
-    def _shutdown(self, final: State, timeout: float = 60.0) -> bool:
+    def _shutdown(self, final: State, timeout: float = 60.0, leave_group: bool = False) -> bool:
+        """Stop the threads; ``leave_group``: their members leave the group for good (static ones
+        too: Kafka Streams' ``CloseOptions.leaveGroup``)."""
         with self._close_lock:
             deadline = time.monotonic() + timeout
             for t in self.threads:
-                t.shutdown()
+                t.shutdown(leave_group=leave_group)
             ok = True
             for t in self.threads:
                 if t is not threading.current_thread():
@@ -254,31 +282,20 @@ class KafkaStreams:
 
     # -- metadata -----------------------------------------------------------------------------
     def instance_info(self) -> InstanceInfo:
+        """This instance as it publishes itself: tasks and each store partition's replica, as the
+        task registries work them out for queries too (runtime/tasks.py)."""
         active: list[TaskId] = []
         restoring: list[TaskId] = []
         standby: list[TaskId] = []
         stores: list[StorePartitionInfo] = []
-        for tm in self.task_managers():
-            with tm.lock:
-                for tid, task in list(tm.tasks.items()):
-                    is_restoring = tid in tm.restoring
-                    (restoring if is_restoring else active).append(tid)
-                    progress = tm.restorer.progress(task) if is_restoring else {}
-                    role = Role.RESTORING if is_restoring else Role.ACTIVE
-                    for name in task.stores:
-                        tp = self._changelog_tp(name, tid.partition)
-                        if tp in progress:
-                            pos, end = progress[tp]
-                        else:
-                            pos = end = task.state.position(tp) if tp else -1
-                        stores.append(StorePartitionInfo(name, tid.partition, role, pos, end, tid))
-                for tid, sb in list(tm.standby.tasks.items()):
-                    standby.append(tid)
-                    for name in sb.stores:
-                        tp = self._changelog_tp(name, tid.partition)
-                        pos = sb.changelog_offsets.get(tp, -1) if tp else -1
-                        end = sb.end_offsets.get(tp, -1) if tp else -1
-                        stores.append(StorePartitionInfo(name, tid.partition, Role.STANDBY, pos, end, tid))
+        managers = self.task_managers()
+        for tm in managers:
+            held = tm.tasks.snapshot()
+            active += held.active
+            restoring += held.restoring
+            standby += held.standby
+            stores += (StorePartitionInfo(h.store, h.task_id.partition, h.replica.role, h.replica.position,
+                                          h.replica.end_offset, h.task_id) for h in held.replicas)
         return InstanceInfo(
             instance_id=self.instance_id,
             endpoint=self.config.application_server,
@@ -286,7 +303,7 @@ class KafkaStreams:
             active_tasks=tuple(sorted(active)),
             standby_tasks=tuple(sorted(standby)),
             restoring_tasks=tuple(sorted(restoring)),
-            assignment_version=sum(tm.assignment_version for tm in self.task_managers()),
+            assignment_version=sum(tm.assignment_version for tm in managers),
             assigned_at_ms=self._assigned_at_ms,
             heartbeat_ms=int(time.time() * 1000),
             stores=tuple(stores),
@@ -334,11 +351,7 @@ class KafkaStreams:
         return out
 
     def task_managers(self) -> list[TaskManager]:
-        return [t.tasks for t in list(self.threads) if t.tasks is not None]
-
-    def _changelog_tp(self, store: str, partition: int) -> tuple[str, int] | None:
-        cl = self.layout.changelogs.get(store) if self.layout else None
-        return (cl, partition) if cl else None
+        return [tm for t in list(self.threads) if (tm := t.task_manager) is not None]
 
     def all_local_store_partition_lags(self) -> dict[str, dict[int, StorePartitionInfo]]:
         """Kafka Streams' ``allLocalStorePartitionLags``: store → partition → position/end/lag."""
@@ -355,9 +368,7 @@ class KafkaStreams:
         self._next_cleanup = now + self.config.state_cleanup_delay_ms / 1000.0
         owned: set[str] = set()
         for tm in self.task_managers():
-            with tm.lock:
-                owned.update(str(tid) for tid in tm.tasks)
-                owned.update(str(tid) for tid in tm.standby.tasks)
+            owned.update(str(tid) for tid in tm.tasks.owned_ids())
         clean_unowned_task_dirs(self.config.app_state_dir, owned, self.config.state_cleanup_delay_ms)
 
     def stuck_threads(self) -> list[str]:
@@ -399,7 +410,8 @@ class KafkaStreams:
                     continue
                 if self.view.owner(tid) is None:
                     # its active is gone: a standby held here is now the best replica; keep it
-                    if thread.tasks is not None and tid in thread.tasks.standby.tasks:
+                    tm = thread.task_manager
+                    if tm is not None and tm.tasks.standby(tid) is not None:
                         out.add(tid)
                 elif self.instance_id in self.view.standby_placement(tid, n, parts):
                     out.add(tid)
@@ -426,43 +438,42 @@ class KafkaStreams:
         names = sorted([*self.topology.stores, *self.topology.global_stores])
         return UnknownStateStoreException(f"unknown store {echo(store)}; this topology has {names}")
 
-    def store_tasks(self, store: str) -> tuple[int, int]:
-        """(sub-topology, number of partitions) of ``store``: the tasks a scan of it covers. A
-        global store has none (ValueError: :meth:`query` answers it as one partition)."""
-        if store not in self.topology.stores:
+    def store_placement(self, store: str) -> StorePlacement:
+        """Where the keys of ``store`` live: its spec and tasks (runtime/query/request.py: a key
+        parsed, serialized and hashed there, once), looked up once (neither changes once started).
+        The one placement lookup: queries, scans, watches and :meth:`query_metadata_for_key` place
+        keys with it. UnknownStateStoreException for an unknown store; StreamsNotStartedException
+        for a store with tasks before start() (a global store has none: every instance holds it)."""
+        placement = self._placements.get(store)
+        if placement is None:
             if self.is_global_store(store):
-                raise ValueError(f"store {store!r} is global: it has no partitions to route to")
-            raise self._unknown(store)
-        if self.layout is None:
-            raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
-        st = self.topology.subtopology_of_store(store)
-        return st.id, self.layout.tasks_per_subtopology[st.id]
-
-    def key_bytes_partition(self, store: str, key_bytes: bytes) -> int:
-        """The partition of ``store`` that holds the key serialized as ``key_bytes``."""
-        return default_partition(key_bytes, self.store_tasks(store)[1])
-
-    def store_partition(self, store: str, key: Any) -> tuple[int, int]:
-        """(sub-topology, partition) that holds ``key`` in ``store``."""
-        sub, partitions = self.store_tasks(store)
-        kb = self.topology.stores[store].key_serde.serialize(key)
-        if kb is None:
-            raise ValueError("key must not be None")
-        return sub, default_partition(kb, partitions)
+                placement = StorePlacement(store, self.store_spec(store))
+            elif store not in self.topology.stores:
+                raise self._unknown(store)
+            elif self.layout is None:
+                raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
+            else:
+                st = self.topology.subtopology_of_store(store)
+                placement = StorePlacement(store, self.topology.stores[store], st.id,
+                                           self.layout.tasks_per_subtopology[st.id])
+            self._placements[store] = placement
+        return placement
 
     def query_metadata_for_key(self, store: str, key: Any) -> KeyQueryMetadata:
-        """Where ``key`` of ``store`` lives: active host, standby hosts, partition. A global store
-        lives on every instance: this one, partition -1 (as Kafka Streams answers)."""
+        """Kafka Streams' ``queryMetadataForKey``: where ``key`` of ``store`` lives (active host,
+        standby hosts, partition), placed by :meth:`store_placement`. A global store lives on
+        every instance: this one, partition -1 (as Kafka Streams answers)."""
         if self.state is State.CREATED:
             raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
-        if self.is_global_store(store):
+        placement = self.store_placement(store)
+        if placement.is_global:
             if not self.state.is_running_or_rebalancing() or not self.config.application_server:
                 return NOT_AVAILABLE
             return KeyQueryMetadata(HostInfo.parse(self.config.application_server), (), -1)
-        sub, partition = self.store_partition(store, key)
+        task = placement.task_of_key(key)
         if not self.state.is_running_or_rebalancing():
             return NOT_AVAILABLE
-        md = self.view.key_query_metadata(sub, partition)
+        md = self.view.key_query_metadata(task.subtopology, task.partition)
         return md if md.available else NOT_AVAILABLE
 
     def query(self, request: StateQueryRequest[R]) -> StateQueryResult[R]:
@@ -472,23 +483,5 @@ class KafkaStreams:
         a query the store cannot answer."""
         return execute(self, request)
 
-    def query_key(self, store: str, text: str = "", raw: bytes = b"") -> tuple[Any, bytes]:
-        """A query's key of ``store`` and its serialized bytes, each computed once: from ``raw``
-        bytes (checked against the store's key serde), else parsed from ``text``. BadRequest for
-        what is not a key of that serde."""
-        return parse_query_key(self.store_spec(store), text, raw)
-
-    def store_placement(self, store: str) -> StorePlacement:
-        """``store``'s spec and tasks, looked up once (neither changes once started): what a Get
-        needs to place its key. Raises as :meth:`store_tasks` does, but answers a global store."""
-        placement = self._placements.get(store)
-        if placement is None:
-            if self.is_global_store(store):
-                placement = StorePlacement(store, self.store_spec(store))
-            else:
-                sub, partitions = self.store_tasks(store)  # raises for an unknown store / not started
-                placement = StorePlacement(store, self.topology.stores[store], sub, partitions)
-            self._placements[store] = placement
-        return placement
 
 __all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse"]

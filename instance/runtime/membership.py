@@ -65,8 +65,8 @@ from instance.runtime.group_admin import (
 )
 from instance.runtime.holds import Hold, held
 from instance.runtime.stuck_rebalance import StuckRebalanceWatchdog
-from router.core.instance_state import State
-from router.core.metadata import ClusterView, InstanceInfo
+from kernel.instance_state import State
+from kernel.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class MembershipCoordinator:
         self.quiesce_timeout_s = max(10.0, config.session_timeout_ms / 1000.0)
         # healthy rounds take about a second here, and a member's on_revoke (commit, close
         # tasks) a few; Apache Kafka would wait max.poll.interval.ms
-        self._watchdog = StuckRebalanceWatchdog(config.bootstrap_servers, config.application_id,
+        self._watchdog = StuckRebalanceWatchdog(config.client_config("admin"), config.application_id,
                                                 stuck_s=max(30.0, 3 * config.session_timeout_ms / 1000.0))
 
     @property
@@ -247,15 +247,15 @@ class MembershipCoordinator:
     def _remove_previous_incarnation(self) -> None:
         """Members with our client ids are a dead previous run of this instance (kill -9 and
         restart as a new dynamic member): remove them, or the rebalance would wait for them."""
-        bootstrap, group = self.config.bootstrap_servers, self.config.application_id
-        old = [m for m in describe_group_members(bootstrap, group)
+        admin, group = self.config.client_config("admin"), self.config.application_id
+        old = [m for m in describe_group_members(admin, group)
                if m.client_id.startswith(thread_client_prefix(self.me))]
         if old:
             with self._action:
                 intent = self._announce(REMOVE, self.me)
                 self._await_acks(intent, exclude=self.me)
                 log.warning("removing %d group member(s) left by a previous run of %s", len(old), self.me)
-                remove_members(bootstrap, group, old)
+                remove_members(admin, group, old)
                 self.withdraw(intent)
 
     # -- peer side ----------------------------------------------------------------------------------
@@ -374,7 +374,7 @@ class MembershipCoordinator:
 
     def _fence_one(self, transactional_id: str) -> None:
         try:
-            fence_transactional_id(self.config.bootstrap_servers, transactional_id, timeout=10.0)
+            fence_transactional_id(self.config.client_config("producer"), transactional_id, timeout=10.0)
         except GroupAdminError as e:
             log.info("fencing replaced producer %s failed (%s); trying again in 5 s", transactional_id, e)
             with self._replaced_lock:
@@ -387,16 +387,18 @@ class MembershipCoordinator:
         """Abort the open transactions of a dead instance (or of our previous run) now, or the last
         stable offset of every partition they wrote stays pinned and read_committed readers
         (restores too) wait."""
-        fenced = fence_transactions(self.config.bootstrap_servers, owned_by(self.config.application_id, instance_id))
+        config = self.config
+        fenced = fence_transactions(config.client_config("admin"), owned_by(config.application_id, instance_id),
+                                    producer=config.client_config("producer"))
         if fenced:
             log.warning("aborted %d open transaction(s) of %s: %s", len(fenced), instance_id, ", ".join(fenced))
 
     def _remove_dead_locked(self, info: InstanceInfo) -> None:
-        bootstrap, group = self.config.bootstrap_servers, self.config.application_id
+        admin, group = self.config.client_config("admin"), self.config.application_id
         dead = info.instance_id
 
         def left_behind() -> list[GroupMember]:
-            return [m for m in describe_group_members(bootstrap, group)
+            return [m for m in describe_group_members(admin, group)
                     if m.client_id.startswith(thread_client_prefix(dead))]
 
         if info.state in (State.NOT_RUNNING, State.ERROR):
@@ -418,7 +420,7 @@ class MembershipCoordinator:
                 fenced.result()
         members = left_behind()
         if members:
-            errors = remove_members(bootstrap, group, members)
+            errors = remove_members(admin, group, members)
             log.warning("removed %s from the group: %s", dead, errors)
         self._publish_tombstone(dead)
         self.view.remove(dead)

@@ -2,7 +2,7 @@
 
 Topic ``<application.id>-iqmesh-instances`` (compacted, one partition, key = instance id). The
 reader is the instances-topic follower the gateway and the snapshot job use too
-(router/core/instances_follower.py): it reads the topic whole, like a global table, and fetches only
+(kernel/instances_follower.py): it reads the topic whole, like a global table, and fetches only
 when its end offset moved, so it costs the broker nothing while idle.
 """
 
@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.config import StreamsConfig
 from instance.kafka_errors import is_topic_exists
-from router.core.idle_fetch import FOLLOWER_PAUSE_S
-from router.core.instances_follower import InstancesFollower, ViewWriter, instances_topic
-from router.core.metadata import ClusterView, InstanceInfo
+from kernel.idle_fetch import FOLLOWER_PAUSE_S
+from kernel.instances_follower import InstancesFollower, ViewWriter, instances_topic
+from kernel.metadata import ClusterView, InstanceInfo
 
 log = logging.getLogger(__name__)
 

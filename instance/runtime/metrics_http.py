@@ -16,9 +16,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from instance.runtime.metrics import Metrics
-from router.core.metrics_text import CONTENT_TYPE, Sample, render
-from router.core.ports import check_port_free
-from router.core.security import Security, bearer
+from kernel.metrics_text import CONTENT_TYPE, Sample, render
+from kernel.ports import check_port_free
+from kernel.security import Security, bearer
 
 log = logging.getLogger(__name__)
 

@@ -9,28 +9,17 @@ stream thread, between records, so ``process`` and ``punctuate`` never run concu
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 import sys
 from collections.abc import Callable
-from typing import Protocol
+
+from instance.topology.punctuation import Punctuator
+
+__all__ = ["NEVER", "PunctuationQueue", "PunctuationSchedule"]
 
 #: ``due`` of an empty queue
 NEVER = sys.maxsize
-
-Punctuator = Callable[[int], None]
-
-
-class PunctuationType(enum.Enum):
-    """Kafka Streams' ``PunctuationType``."""
-
-    STREAM_TIME = 0
-    WALL_CLOCK_TIME = 1
-
-
-class Cancellable(Protocol):
-    def cancel(self) -> None: ...
 
 
 class PunctuationSchedule:

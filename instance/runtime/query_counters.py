@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from router.core.metadata import InstanceCounters
+from kernel.metadata import InstanceCounters
 
 
 class QuerySlot:
-    """One thread's counts (see :class:`router.core.metadata.InstanceCounters` for their meaning)."""
+    """One thread's counts (see :class:`kernel.metadata.InstanceCounters` for their meaning)."""
 
     __slots__ = ("gets_local", "gets_routed", "gets_forwarded", "get_seconds", "scans", "scan_entries",
                  "errors")
@@ -31,22 +31,26 @@ class QuerySlot:
         self.errors: defaultdict[str, int] = defaultdict(int)
 
 
+class _ThreadSlot(threading.local):
+    """The calling thread's slot as ``.slot``: made and registered the first time a thread reads
+    it (``threading.local`` runs ``__init__`` once per thread), a plain attribute read after."""
+
+    def __init__(self, register: Callable[[QuerySlot], None]) -> None:
+        self.slot = QuerySlot()
+        register(self.slot)
+
+
 class QueryCounters:
-    """``counters.slot().gets_local += 1`` from any thread; ``totals()`` from the publisher."""
+    """``counters.local.slot.gets_local += 1`` from any thread; ``totals()`` from the publisher."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
         self._slots: list[QuerySlot] = []
         self._lock = threading.Lock()  # taken once per thread, when its slot is made
+        self.local = _ThreadSlot(self._register)
 
-    def slot(self) -> QuerySlot:
-        try:
-            s: QuerySlot = self._local.slot
-        except AttributeError:
-            s = self._local.slot = QuerySlot()
-            with self._lock:
-                self._slots.append(s)
-        return s
+    def _register(self, slot: QuerySlot) -> None:
+        with self._lock:
+            self._slots.append(slot)
 
     def totals(self, records_processed: int, dropped_records: Mapping[str, int],
                dirty_closes: int = 0) -> InstanceCounters:

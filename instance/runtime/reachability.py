@@ -12,8 +12,8 @@ from confluent_kafka.admin import AdminClient
 
 from instance.errors import BrokerUnreachableException, ConfigException
 from instance.runtime.task_timeout import kafka_error
-from router.core.kafka_log import KAFKA_LOGGER
-from router.core.probe import Listener, listener_at
+from kernel.kafka_log import KAFKA_LOGGER
+from kernel.probe import Listener, listener_at
 
 #: seconds to wait for a first metadata answer (librdkafka retries the connection meanwhile)
 REACH_TIMEOUT_S = 10.0

@@ -1,4 +1,5 @@
-"""Which group protocol the stream threads' consumers speak: ``classic`` or ``consumer`` (KIP-848).
+"""Which group protocol the stream threads' consumers speak: ``classic``, ``consumer`` (KIP-848) or
+``streams`` (KIP-1071).
 
 ``group.protocol=classic`` (the default, as in Kafka Streams) is the eager join/sync protocol with
 the client-side ``range`` assignor: every rebalance revokes every partition, commits and closes
@@ -12,6 +13,12 @@ heartbeat interval are broker (or group) settings there (``group.consumer.sessio
 45 s by default), so a crashed instance's tasks move after the broker's timeout, not ours. The dev
 broker (noida-db) accepts the protocol's requests but never assigns anything, so it is refused
 there at start-up (``tests/conformance`` pins both behaviours).
+
+``group.protocol=streams`` is Kafka Streams' own protocol (Apache Kafka 4.2+): the broker assigns
+tasks, not partitions (runtime/streams_group/): each stream thread is a member, its consumer assigned
+by hand (runtime/streams_group/thread_member.py). Refused at start-up in one line on a broker that
+does not offer StreamsGroupHeartbeat, naming the release needed. Never a silent fall-back to another
+protocol.
 """
 
 from __future__ import annotations
@@ -22,37 +29,19 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from instance.errors import ConfigException
-from instance.runtime.broker_kind import describes_itself_as_kafka
+from instance.group_protocol import CLASSIC, CONSUMER, REMOTE_ASSIGNOR, STREAMS
+from instance.runtime.broker_kind import describes_itself_as_kafka, rebalance_protocols
+from instance.runtime.streams_group.broker_check import offered_versions
 
-CLASSIC, CONSUMER = "classic", "consumer"
-PROTOCOLS = (CLASSIC, CONSUMER)
-#: the only broker-side assignor that keeps a task's co-partitioned input partitions together
-REMOTE_ASSIGNOR = "range"
 #: Apache Kafka's default ``group.consumer.session.timeout.ms`` (also its minimum by default)
 BROKER_SESSION_TIMEOUT_MS = 45_000
 #: consumer settings the classic protocol needs and the consumer protocol refuses (broker-side)
 _CLASSIC_ONLY = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms")
 
 
-def problems(protocol: str, extra: Mapping[str, str]) -> list[str]:
-    """What is wrong with the group protocol settings (checked with the rest of the configuration)."""
-    found = []
-    if protocol not in PROTOCOLS:
-        hint = " (Kafka Streams' own 'streams' protocol, KIP-1071, has no librdkafka client)" \
-            if protocol == "streams" else ""
-        found.append(f"group.protocol must be {CLASSIC} or {CONSUMER}, got {protocol!r}{hint}")
-    for name, value in extra.items():
-        if name.split(".")[-2:] == ["group", "protocol"]:
-            found.append(f"{name}: set group.protocol instead (every stream thread's consumer uses it)")
-        elif name.endswith("group.remote.assignor") and value.strip().lower() != REMOTE_ASSIGNOR:
-            found.append(f"{name}={value}: only the broker's {REMOTE_ASSIGNOR} assignor keeps a task's "
-                         "co-partitioned input partitions on one member; remove the setting")
-    return found
-
-
 def main_consumer_settings(protocol: str, classic: dict[str, Any]) -> dict[str, Any]:
     """The stream thread's consumer settings for ``protocol``, from its classic-protocol settings."""
-    if protocol == CLASSIC:
+    if protocol in (CLASSIC, STREAMS):  # a streams member's consumer never joins: assigned by hand
         return classic
     settings = {k: v for k, v in classic.items() if k not in _CLASSIC_ONLY}
     settings["group.protocol"] = CONSUMER
@@ -60,14 +49,32 @@ def main_consumer_settings(protocol: str, classic: dict[str, Any]) -> dict[str, 
     return settings
 
 
-def check_broker(protocol: str, admin: AdminClient, membership_assist: str) -> None:
+def check_broker(protocol: str, admin: AdminClient, membership_assist: str, bootstrap: str = "",
+                 client_config: Mapping[str, Any] | None = None) -> None:
     """Refuse the consumer protocol where it cannot work: on the dev broker (it never assigns), or
-    with the dev broker's membership workarounds forced on (they drive classic rebalances)."""
+    with the dev broker's membership workarounds forced on (they drive classic rebalances); the
+    streams protocol on a broker without it (see the module docstring). ``bootstrap`` and ``client_config`` (TLS, SASL)
+    reach the broker for the streams protocol's ApiVersions check."""
+    if protocol == STREAMS:
+        check_streams(bootstrap, client_config or {})
+        return
     if protocol != CONSUMER:
         return
     if not describes_itself_as_kafka(admin):
         raise ConfigException("group.protocol=consumer needs Apache Kafka 4.x: this broker (the dev broker?) "
                               "never assigns partitions under it; use group.protocol=classic")
+    enabled = rebalance_protocols(admin)
+    if enabled is not None and CONSUMER not in enabled:
+        raise ConfigException(f"group.protocol=consumer needs Apache Kafka 4.0 or later: this broker's "
+                              f"group.coordinator.rebalance.protocols is {','.join(sorted(enabled))}, so it would "
+                              f"never assign partitions; use group.protocol=classic")
     if membership_assist == "true":
         raise ConfigException("iqmesh.membership.assist=true works around the dev broker's classic "
                               "rebalances; with group.protocol=consumer set it to auto or false")
+
+
+def check_streams(bootstrap: str, client_config: Mapping[str, Any]) -> None:
+    """``group.protocol=streams``: refused in one line on a broker that does not offer it."""
+    if offered_versions(bootstrap, client_config) is None:
+        raise ConfigException("group.protocol=streams needs Apache Kafka 4.2 or later: this broker does not offer "
+                              "StreamsGroupHeartbeat; use group.protocol=classic")

@@ -9,15 +9,17 @@ the active task reads that checkpoint and restores only the delta.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Set
+from collections.abc import Callable, Mapping, Set
+from typing import cast
 
 from instance.errors import StreamsException
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.metrics import TaskMetrics
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
 from instance.runtime.task_state import TaskLifecycle
+from instance.runtime.tasks import TaskRegistryError, Tasks
 from instance.state.spec import StoreSpec
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 log = logging.getLogger(__name__)
 
@@ -83,18 +85,23 @@ class StandbyTask:
 
 
 class StandbyTasks:
-    """The standby tasks of one stream thread."""
+    """The standby tasks of one stream thread: created and closed here, held in the thread's task
+    registry (runtime/tasks.py), which keeps a task from being standby and active at once."""
 
-    def __init__(self, reader: StoreChangelogReader, name: str = "") -> None:
+    def __init__(self, reader: StoreChangelogReader, registry: Tasks, name: str = "") -> None:
         self.reader = reader
+        self.registry = registry
         self.name = name
-        self.tasks: dict[TaskId, StandbyTask] = {}
+
+    @property
+    def tasks(self) -> Mapping[TaskId, StandbyTask]:
+        return cast(Mapping[TaskId, StandbyTask], self.registry.standbys())  # the registry holds only these
 
     def add(self, task: StandbyTask) -> None:
-        self.tasks[task.id] = task
+        self.registry.add_standby(task)
 
     def remove(self, tid: TaskId) -> StandbyTask | None:
-        task = self.tasks.pop(tid, None)
+        task = cast(StandbyTask | None, self.registry.remove_standby(tid))
         if task is not None:
             task.close()
         return task
@@ -106,7 +113,14 @@ class StandbyTasks:
             self.remove(tid)
         for tid in sorted(wanted - set(self.tasks)):
             try:
-                self.add(create(tid))
+                task = create(tid)
+                try:
+                    self.add(task)
+                except BaseException:
+                    task.close()
+                    raise
+            except TaskRegistryError:
+                raise  # a bug, not a task directory still locked
             except StreamsException as e:
                 log.info("%s: standby %s not created yet: %s", self.name, tid, e)
 
@@ -115,7 +129,7 @@ class StandbyTasks:
         return self.reader.update_standbys(max_records) if self.tasks else 0
 
     def checkpoint_all(self) -> None:
-        for task in self.tasks.values():
+        for task in list(self.tasks.values()):
             task.checkpoint()
 
     def close(self) -> None:

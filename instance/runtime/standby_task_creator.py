@@ -11,7 +11,7 @@ from instance.runtime.metrics import ThreadMetrics
 from instance.runtime.standby import StandbyTask
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.topology.topology import Topology
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 
 class StandbyTaskCreator:

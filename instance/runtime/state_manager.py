@@ -18,6 +18,7 @@ so it always matches the stores it was restored with.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -38,7 +39,7 @@ from instance.state.committed_view import CommittedView
 from instance.state.kv_store import ChangelogSend, KeyValueStore
 from instance.state.spec import StoreSpec
 from instance.state.store_builder import build_store
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 TopicPart = tuple[str, int]
 
@@ -145,6 +146,7 @@ class ProcessorStateManager:
             tp = tps.get(spec.name)
             if tp is not None:
                 self._store_of[tp] = store
+                store.bind_position(functools.partial(self.position, tp))
 
     @property
     def changelog_partitions(self) -> list[TopicPart]:

@@ -1,4 +1,4 @@
-"""KafkaStreams.State (router/core/instance_state.py, with its allowed transitions), the transitions
+"""KafkaStreams.State (kernel/instance_state.py, with its allowed transitions), the transitions
 Kafka Streams ignores, and the state machine that holds it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 
 from instance.errors import IllegalStateException
-from router.core.instance_state import State
+from kernel.instance_state import State
 
 StateListener = Callable[[State, State], None]
 
@@ -26,23 +26,21 @@ class StateMachine:
     """Thread-safe holder of the client state; notifies the listener outside the lock."""
 
     def __init__(self) -> None:
-        self._state = State.CREATED
+        #: written under the lock by :meth:`set`, read without it (a plain attribute: every query
+        #: reads it, and an attribute read is atomic)
+        self.state = State.CREATED
         self._lock = threading.Condition()
         self.listener: StateListener | None = None
-
-    @property
-    def state(self) -> State:
-        return self._state
 
     def set(self, new: State) -> bool:
         """Move to ``new``; returns False when Kafka Streams ignores the transition."""
         with self._lock:
-            old = self._state
+            old = self.state
             if _ignored(old, new):
                 return False
             if not old.valid_transition(new):
                 raise IllegalStateException(f"invalid state transition from {old.name} to {new.name}")
-            self._state = new
+            self.state = new
             self._lock.notify_all()
         if self.listener is not None and old is not new:
             self.listener(new, old)
@@ -50,4 +48,4 @@ class StateMachine:
 
     def wait_for(self, states: builtins.set[State], timeout: float) -> bool:
         with self._lock:
-            return self._lock.wait_for(lambda: self._state in states, timeout)
+            return self._lock.wait_for(lambda: self.state in states, timeout)

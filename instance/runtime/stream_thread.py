@@ -3,8 +3,15 @@
 Kafka Streams' main loop, paid per batch: ``consume(num_messages=max.poll.records)`` returns a
 batch, the TaskManager hands it to the tasks, each drains its buffer depth-first, and every
 ``commit.interval.ms`` the TaskManager commits. The thread owns the clients (consumer, producer,
-the changelog reader's consumer), the rebalance callbacks, the idle backoff and the pause for an
-announced membership change (runtime/membership.py); everything about tasks is the TaskManager's.
+the changelog reader's consumer) and the rebalance callbacks; everything about tasks is the
+TaskManager's, every reason a partition is paused (restoring, a membership change, idle) the
+Pausing's (runtime/pausing.py).
+
+:meth:`StreamThread.create` is the one factory, as Kafka Streams' ``StreamThread.create``: it
+decides every part of a thread (client settings from runtime/thread_clients.py, callbacks, the
+global stores); :meth:`StreamThread._open` opens the clients and builds the TaskManager with all
+its collaborators when the thread runs, so a client that fails to start fails the thread (the
+uncaught-exception handler decides), not ``KafkaStreams.start()``.
 """
 
 from __future__ import annotations
@@ -23,20 +30,24 @@ from instance.config import StreamsConfig
 from instance.errors import TaskMigratedException
 from instance.runtime import rebalance_protocol
 from instance.runtime.changelog_reader import StoreChangelogReader
-from instance.runtime.collector import RecordCollector, producer_config
-from instance.runtime.departure import static_member_id
-from instance.runtime.handlers import ErrorHandling
+from instance.runtime.collector import RecordCollector
 from instance.runtime.holds import Hold, held
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.membership import MembershipCoordinator, thread_client_prefix, transactional_id
+from instance.runtime.pausing import Pausing
 from instance.runtime.restore import StateRestoreListener
+from instance.runtime.streams_group.assignment import PartitionsByEndpoint
+from instance.runtime.streams_group.declaration import declare
+from instance.runtime.streams_group.thread_member import ThreadMember, thread_member
 from instance.runtime.task import system_clock_ms
 from instance.runtime.task_manager import TaskManager
 from instance.runtime.task_timeout import retrying
+from instance.runtime.thread_clients import main_consumer_config, producer_config, restore_consumer_config
 from instance.runtime.txn_offset_commit import TransactionalOffsetCommit
+from instance.topology.handlers import ErrorHandling
 from instance.topology.topology import Topology
-from router.core.idle_fetch import IdleFetch, PauseAssignment
-from router.core.task_id import TaskId
+from kernel.idle_fetch import CallbackSwitch, IdleFetch
+from kernel.task_id import TaskId
 
 log = logging.getLogger(__name__)
 
@@ -66,70 +77,81 @@ class _Pace:
                    config.effective_commit_interval_ms / 1000.0)
 
 
+@dataclass(frozen=True)
+class ThreadClients:
+    """The settings of a thread's consumers (runtime/thread_clients.py), decided by the factory."""
+
+    client_id: str
+    main_consumer: Mapping[str, Any]
+    restore_consumer: Mapping[str, Any]
+
+
 class StreamThread(threading.Thread):
+    @classmethod
+    def create(cls, index: int, config: StreamsConfig, topology: Topology, layout: TopicLayout, *,
+               on_state: Callable[[StreamThread, ThreadState], None],
+               on_error: Callable[[StreamThread, BaseException], None],
+               restore_listener: StateRestoreListener | None = None,
+               standby_wanted: Callable[[StreamThread], set[TaskId]] | None = None,
+               membership: MembershipCoordinator | None = None,
+               global_stores: Mapping[str, Any] | None = None, process_id: str = "") -> StreamThread:
+        """Stream thread ``index`` with everything it is made of: its clients' settings, the
+        client's callbacks (state, error, standby placement, membership), the restore listener and
+        the instance's global stores (loaded before any thread starts); ``process_id``: the
+        instance's, shared by its threads' members under ``group.protocol=streams``."""
+        client_id = f"{thread_client_prefix(config.instance_id)}{index}"
+        clients = ThreadClients(client_id, main_consumer_config(config, client_id, index),
+                                restore_consumer_config(config, client_id))
+        return cls(index, config, topology, layout, clients, on_state, on_error, restore_listener, standby_wanted,
+                   membership, global_stores or {}, process_id)
+
     def __init__(self, index: int, config: StreamsConfig, topology: Topology, layout: TopicLayout,
-                 on_state: Callable[[StreamThread, ThreadState], None],
+                 clients: ThreadClients, on_state: Callable[[StreamThread, ThreadState], None],
                  on_error: Callable[[StreamThread, BaseException], None],
-                 restore_listener: StateRestoreListener | None = None,
-                 standby_wanted: Callable[[StreamThread], set[TaskId]] | None = None,
-                 membership: MembershipCoordinator | None = None) -> None:
+                 restore_listener: StateRestoreListener | None,
+                 standby_wanted: Callable[[StreamThread], set[TaskId]] | None,
+                 membership: MembershipCoordinator | None, global_stores: Mapping[str, Any],
+                 process_id: str = "") -> None:
+        """Use :meth:`create`."""
         super().__init__(name=f"{config.application_id}-StreamThread-{index}", daemon=True)
         self.index = index
         self.config = config
         self.topology = topology
         self.layout = layout
         self._on_state = on_state
-        #: the instance's global stores, loaded before this thread starts (KafkaStreams sets it)
-        self.global_stores: Mapping[str, Any] = {}
+        #: the instance's global stores, loaded before this thread starts
+        self._global_stores = global_stores
         self._on_error = on_error
         self.state = ThreadState.CREATED
         self._shutdown = threading.Event()
+        #: set with the shutdown: leave the group for good though a static member
+        self._leave_group = False
         self.processed = 0
-        app = config.application_id
-        self._resolve = internal_name(app, topology)
-        self.tasks: TaskManager | None = None  # from the start of run()
-        member = config.instance_id
-        self.client_id = f"{thread_client_prefix(member)}{index}"
-        cconf: dict[str, Any] = {
-            "group.id": app,
-            "client.id": self.client_id,
-            "partition.assignment.strategy": "range",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": config.auto_offset_reset,
-            "session.timeout.ms": config.session_timeout_ms,
-            # also the rebalance timeout: how long a rebalance waits for members that do not rejoin
-            "max.poll.interval.ms": max(config.max_poll_interval_ms, config.session_timeout_ms),
-            # members learn of a rebalance at their next heartbeat: keep it short
-            "heartbeat.interval.ms": max(100, config.session_timeout_ms // 10),
-            "isolation.level": "read_committed" if config.eos else "read_uncommitted",
-            "queued.max.messages.kbytes": 65536,
-        }
-        if config.group_instance_id:
-            # static membership is opt-in, as in Kafka Streams: a static member does not leave the
-            # group on close, so its partitions wait for it (session.timeout.ms) instead of moving
-            cconf["group.instance.id"] = static_member_id(config.group_instance_id, index)
-        self._consumer_conf = rebalance_protocol.main_consumer_settings(
-            config.group_protocol, config.client_config("main.consumer", **cconf))
-        #: partitions move a few at a time (KIP-848): revocations and assignments are increments
-        self._incremental = config.group_protocol == rebalance_protocol.CONSUMER
-        self._restore_conf = config.client_config(
-            "restore.consumer", **{"group.id": f"{app}-restore", "client.id": f"{self.client_id}-restore",
-                                   "isolation.level": "read_committed" if config.eos else "read_uncommitted"})
+        self._resolve = internal_name(config.application_id, topology)
+        #: the thread's tasks, from the start of run() (:meth:`_open`)
+        self.task_manager: TaskManager | None = None
+        self.client_id = clients.client_id
+        self._clients = clients
+        #: the group consumer now: replaced when the thread rejoins, None before it subscribes and once closed
+        self._consumer: Consumer | None = None
+        #: partitions move a few at a time (KIP-848, KIP-1071): revocations and assignments are increments
+        self._incremental = config.group_protocol in (rebalance_protocol.CONSUMER, rebalance_protocol.STREAMS)
+        #: group.protocol=streams: this thread's streams group member (runtime/streams_group/thread_member.py)
+        self._group: ThreadMember | None = None
+        self._process_id = process_id
         self._restore_listener = restore_listener
         self._standby_wanted = standby_wanted
         self._membership = membership
+        #: which input partitions are paused and why (restoring, a membership change, idle)
+        self._pausing = Pausing(self._current_consumer, self._input_partitions)
         #: membership intents (see runtime/membership.py) to commit and pause for; set by the
         #: metadata thread, read here
         self._quiesce_requests: frozenset[str] = frozenset()
         self.quiesce_done: frozenset[str] = frozenset()
-        #: intents we committed and paused for -> when (monotonic)
-        self._paused_for: dict[str, float] = {}
-        self._paused_since = 0.0
         self._revoked_at = 0.0
         self._next_standby_check = 0.0
         #: the exception handlers and what they dropped
-        self.errors = ErrorHandling(config.to_properties())
+        self.errors = ErrorHandling(config.to_properties(), send=self._send_dead_letter)
         #: this thread's group member id once it has joined (published for standby placement)
         self.member_id = ""
         #: when the loop last turned (monotonic): a thread stuck longer than a bound is not live
@@ -143,20 +165,28 @@ class StreamThread(threading.Thread):
     # -- lifecycle -----------------------------------------------------------------------------
     def dropped_records(self) -> dict[str, int]:
         """Records this thread dropped, by reason (read from other threads)."""
-        tm = self.tasks
+        tm = self.task_manager
         return tm.dropped_records() if tm is not None else dict(self.errors.dropped)
 
     def dirty_closes(self) -> int:
         """Active tasks this thread closed without a commit (its ``dirty-close-total``)."""
-        tm = self.tasks
+        tm = self.task_manager
         return tm.metrics.dirty_close.count if tm is not None else 0
 
     def _set_state(self, s: ThreadState) -> None:
         self.state = s
         self._on_state(self, s)
 
-    def shutdown(self) -> None:
+    def shutdown(self, leave_group: bool = False) -> None:
+        """Stop at the next turn; ``leave_group``: a static member leaves the group for good
+        (under the streams protocol with epoch -1: its tasks move at once, not after the session)."""
+        self._leave_group = leave_group
         self._shutdown.set()
+
+    @property
+    def group_endpoints(self) -> PartitionsByEndpoint | None:
+        """group.protocol=streams: the broker's endpoint map as this thread's member last heard it."""
+        return self._group.member.endpoints if self._group is not None else None
 
     def set_quiesce_requests(self, intents: frozenset[str]) -> None:
         """Membership changes announced in the cluster: commit and stop consuming for each new one
@@ -165,19 +195,19 @@ class StreamThread(threading.Thread):
 
     def acked(self, intent: str) -> bool:
         """Committed and paused for ``intent`` (or not in the group yet: nothing to commit)."""
-        return self.tasks is None or self.tasks.consumer is None or intent in self.quiesce_done
+        return self.task_manager is None or self._consumer is None or intent in self.quiesce_done
 
     def run(self) -> None:
         try:
             self._set_state(ThreadState.STARTING)
-            tm = self._open_clients()
+            tm = self._open()
             self._loop(tm)
             self._set_state(ThreadState.PENDING_SHUTDOWN)
             tm.shutdown(clean=True)
         except BaseException as e:  # reported to the client's uncaught-exception handling
             try:
-                if self.tasks is not None:
-                    self.tasks.shutdown(clean=False)
+                if self.task_manager is not None:
+                    self.task_manager.shutdown(clean=False)
             except BaseException:
                 log.exception("%s: closing tasks after a failure failed too", self.name)
             finally:
@@ -188,20 +218,40 @@ class StreamThread(threading.Thread):
         self._close_clients()
         self._set_state(ThreadState.DEAD)
 
-    def _open_clients(self) -> TaskManager:
-        reader = StoreChangelogReader(self._restore_conf, self._restore_listener,
-                                      committed=None if self.config.eos else self._committed_lookup,
-                                      task_timeout_ms=self.config.task_timeout_ms)
-        self.tasks = TaskManager(self.name, self.config, self.topology, self.layout, self._resolve,
-                                 self._new_collector, reader, self.errors)
-        self.tasks.global_stores = self.global_stores
-        if self._membership is not None:
-            self.tasks.committer.on_producer_replaced = self._membership.fence_later
-            if self._membership.enabled and not self.config.eos:
-                self.tasks.committer.refused_at_revocation = TransactionalOffsetCommit(self.config, self.client_id)
-            self._membership.prepare_join(static=bool(self.config.group_instance_id))
-        self._subscribe(self.tasks)
-        return self.tasks
+    def _open(self) -> TaskManager:
+        """Open the clients and build the TaskManager with every collaborator it needs, then join
+        the group."""
+        config, membership = self.config, self._membership
+        reader = StoreChangelogReader(dict(self._clients.restore_consumer), self._restore_listener,
+                                      committed=None if config.eos else self._committed_lookup,
+                                      task_timeout_ms=config.task_timeout_ms)
+        refused = None
+        if membership is not None and membership.enabled and not config.eos:
+            refused = TransactionalOffsetCommit(config, self.client_id)
+        self.task_manager = tm = TaskManager(
+            self.name, config, self.topology, self.layout, self._resolve, self._new_collector, reader, self.errors,
+            consumer=self._current_consumer, global_stores=self._global_stores,
+            on_producer_replaced=membership.fence_later if membership is not None else None,
+            refused_at_revocation=refused)
+        if membership is not None:
+            membership.prepare_join(static=bool(config.group_instance_id))
+        self._subscribe(tm)
+        return tm
+
+    def _send_dead_letter(self, topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int,
+                          headers: Any) -> None:
+        """A dead letter goes through the thread's current producer (replaced after a fence, a
+        failure or an abort), as the records of the task that dropped it do."""
+        tm = self.task_manager
+        assert tm is not None  # records are processed only once the task manager exists
+        tm.collector.send(topic, key, value, ts, partition, headers)
+
+    def _current_consumer(self) -> Consumer | None:
+        return self._consumer
+
+    def _input_partitions(self) -> list[tuple[str, int]]:
+        tm = self.task_manager
+        return tm.tasks.input_partitions() if tm is not None else []
 
     def _new_collector(self) -> RecordCollector:
         """A producer of our own; under exactly-once with a transactional id never used before
@@ -229,11 +279,19 @@ class StreamThread(threading.Thread):
         return collector
 
     def _committed_lookup(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        return self.tasks.committed_offsets(tps) if self.tasks is not None else {}
+        return self.task_manager.committed_offsets(tps) if self.task_manager is not None else {}
 
     def _subscribe(self, tm: TaskManager) -> Consumer:
-        consumer = Consumer({**self._consumer_conf, "error_cb": self._consumer_error})
-        tm.consumer = consumer
+        settings = {**self._clients.main_consumer, "error_cb": self._consumer_error}
+        if self.config.group_protocol == rebalance_protocol.STREAMS:
+            # a member of the streams group: the consumer is assigned what the broker gives the member
+            declaration = declare(self.topology, self.config.application_id, self.config.replication_factor)
+            self._group, member_consumer = thread_member(self.config, declaration, self._process_id, self.index,
+                                                         settings, self)
+            self._consumer = member_consumer
+            return member_consumer
+        consumer = Consumer(settings)
+        self._consumer = consumer
         consumer.subscribe(sorted(tm.topic_to_sub), on_assign=self._on_assign,
                            on_revoke=self._on_revoke, on_lost=self._on_lost)
         return consumer
@@ -276,7 +334,7 @@ class StreamThread(threading.Thread):
 
     # -- main loop -------------------------------------------------------------------------------
     def _loop(self, tm: TaskManager) -> None:
-        consumer = tm.consumer
+        consumer = self._consumer
         assert consumer is not None
         pace = _Pace.of(self.config)
         while not self._shutdown.is_set():
@@ -289,12 +347,14 @@ class StreamThread(threading.Thread):
         """One turn of the loop: pause or resume for a membership change, restore or poll,
         process, maybe commit. The pause comes first, so a commit that raises does not delay it."""
         self.last_turn = time.monotonic()
+        if self._group is not None:
+            self._group.poll()  # a heartbeat when due; a new assignment is acted on here
+        pausing = self._pausing
         if self._quiesce_requests != self.quiesce_done:
             self._quiesce(tm, consumer)
-        elif self._paused_for and self._membership is not None \
-                and self._membership.may_resume(set(self._paused_for), self._paused_since):
-            self._paused_for.clear()
-            self._resume(consumer)
+        elif pausing.for_membership and self._membership is not None \
+                and self._membership.may_resume(set(pausing.intents), pausing.since):
+            pausing.end_membership_pause()
         restorer = tm.restorer
         if restorer.active:
             self._restored(tm, tm.restore_step())
@@ -302,11 +362,13 @@ class StreamThread(threading.Thread):
         else:
             timeout = pace.poll_s
         self._update_standbys(tm)
-        if not self._paused_for:
+        if not pausing.for_membership:
             # wall-clock punctuation between batches, on this thread: never during process()
             wait_ms = tm.punctuate() - system_clock_ms()
             if wait_ms < timeout * 1000:
                 timeout = max(0.0, wait_ms / 1000.0)
+        if self._group is not None:
+            timeout = min(timeout, self._group.seconds_to_heartbeat())
         msgs = consumer.consume(num_messages=pace.max_records, timeout=timeout)
         if self._from_callback is not None:
             e, self._from_callback = self._from_callback, None
@@ -316,7 +378,7 @@ class StreamThread(threading.Thread):
         # every turn, idle too: an outage the producer reports must be seen before a restarted
         # broker could take its records (runtime/membership.py)
         tm.collector.poll()
-        if tm.buffered and not self._paused_for:
+        if tm.buffered and not pausing.for_membership:
             # paused for a membership change: keep what was fetched unprocessed; the next
             # owner starts from the commit, or we go on if no rebalance comes
             self.processed += tm.process()
@@ -335,26 +397,11 @@ class StreamThread(threading.Thread):
                 tm.commit()  # the group having moved on is handled by the loop, paused all the same
         finally:
             if new:
-                consumer.pause(consumer.assignment())
-                self._paused_since = now = time.monotonic()
-                self._paused_for.update(dict.fromkeys(new, now))
+                self._pausing.pause_for_membership(new, time.monotonic())
             self.quiesce_done = requests
 
-    def _consumable(self) -> list[TopicPartition]:
-        """Assigned input partitions that may be fetched: not restoring, not paused for a
-        membership change."""
-        tm = self.tasks
-        if self._paused_for or tm is None:
-            return []
-        return [TopicPartition(t, p) for (t, p), task in tm.by_tp.items() if not task.lifecycle.restoring]
-
-    def _resume(self, consumer: Consumer) -> None:
-        parts = self._consumable()
-        if parts:
-            consumer.resume(parts)
-
     def _idle(self, consumer: Consumer, idle_s: float) -> None:
-        """Caught up: pause fetching briefly (router/core/idle_fetch.py: the dev broker answers idle
+        """Caught up: pause fetching briefly (kernel/idle_fetch.py: the dev broker answers idle
         fetches in a tight loop)."""
         parts = consumer.assignment()
         if not parts:
@@ -365,7 +412,7 @@ class StreamThread(threading.Thread):
         # partition returned a record its position is unknown: compare with where fetching
         # starts, or a first fetch slower than poll.ms + the backoff is thrown away at every
         # pause (the dev broker answers it with the whole partition: 16 MB for 300k lines).
-        start = self.tasks.start_offsets if self.tasks is not None else {}
+        start = self.task_manager.start_offsets if self.task_manager is not None else {}
         for tp in consumer.position(parts):
             low, high = consumer.get_watermark_offsets(tp, cached=True)
             if high is None or high < 0:
@@ -373,29 +420,32 @@ class StreamThread(threading.Thread):
             position = tp.offset if tp.offset >= 0 else max(start.get((tp.topic, tp.partition), 0), low)
             if high > position:
                 return
-        IdleFetch(PauseAssignment(consumer, self._consumable), idle_s).hold(self._shutdown.wait)
+        pausing = self._pausing
+        IdleFetch(CallbackSwitch(pausing.pause_idle, pausing.resume_idle), idle_s).hold(self._shutdown.wait)
 
     # -- rebalance ---------------------------------------------------------------------------------
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
         self._revoked_at = time.monotonic()
-        assert self.tasks is not None
+        assert self.task_manager is not None
         try:
             if self._incremental:
                 # only these move: commit everything (one transaction covers every task), close theirs
                 try:
-                    self.tasks.revoke(partitions)
+                    self.task_manager.revoke(partitions)
                 finally:
                     consumer.incremental_unassign(partitions)
+                    self._pausing.revoked(partitions)
             else:
-                self.tasks.revoke()
+                self.task_manager.revoke()
         except TaskMigratedException as e:  # every task is closed: the loop starts over after the poll
             self._from_callback = e
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set_state(ThreadState.PARTITIONS_REVOKED)
-        assert self.tasks is not None
-        self.tasks.handle_lost_all()
+        assert self.task_manager is not None
+        self.task_manager.handle_lost_all()
+        self._pausing.revoked()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._leaving:
@@ -405,55 +455,88 @@ class StreamThread(threading.Thread):
         # a change we paused for has happened if it was announced before this rebalance began
         # and, for a leave or a removal, its announcer is done (a leaver that is still leaving
         # causes the next rebalance, not this one): otherwise stay paused
-        if self._membership is not None:
-            self._paused_for = {i: t for i, t in self._paused_for.items()
-                                if not self._membership.happened(i, t, self._revoked_at)}
-        if self._membership is not None:
-            self._membership.joined()
-        assert self.tasks is not None
+        membership = self._membership
+        if membership is not None:
+            revoked_at = self._revoked_at
+            self._pausing.keep_intents(lambda i, t: not membership.happened(i, t, revoked_at))
+            membership.joined()
+        assert self.task_manager is not None
         if self._incremental:
             consumer.incremental_assign(partitions)  # added to what this member keeps
         else:
             consumer.assign(partitions)
-        paused = self.tasks.assign(partitions)
-        if self._paused_for:
-            paused = partitions
-        if paused:
-            consumer.pause(paused)
-        self._resume(consumer)
-        if not self.tasks.restoring:
+        restoring = self.task_manager.assign(partitions)
+        self._pausing.assigned(partitions, restoring, self._incremental)
+        if not self.task_manager.restoring:
             self._set_state(ThreadState.RUNNING)
+
+    # -- streams group (group.protocol=streams): runtime/streams_group/thread_member.py's hooks --------
+    def take_partitions(self, partitions: list[TopicPartition]) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        self._on_assign(consumer, partitions)
+
+    def give_up_partitions(self, partitions: list[TopicPartition]) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        self._on_revoke(consumer, partitions)
+
+    def lose_all(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        log.warning("%s: fenced out of the streams group; its tasks are lost, rejoining", self.name)
+        self._on_lost(consumer, [])
+        held = consumer.assignment()
+        if held:
+            consumer.incremental_unassign(held)
+
+    def task_offsets(self) -> tuple[dict[TaskId, int], dict[TaskId, int]]:
+        offsets: dict[TaskId, int] = {}
+        ends: dict[TaskId, int] = {}
+        tm = self.task_manager
+        if tm is None:
+            return offsets, ends
+        for hosted in tm.tasks.snapshot().replicas:
+            replica, tid = hosted.replica, hosted.task_id
+            if replica.position < 0:
+                continue  # not logged
+            offsets[tid] = offsets.get(tid, 0) + replica.position
+            ends[tid] = ends.get(tid, 0) + max(replica.end_offset, replica.position)
+        return offsets, ends
 
     def _restored(self, tm: TaskManager, done: list[Any]) -> None:
         if not done:
             return
-        if not self._paused_for and tm.consumer is not None:
-            tm.consumer.resume([TopicPartition(t, task.partition) for task in done for t in task.sources])
+        self._pausing.restored([(t, task.partition) for task in done for t in task.sources])
         if not tm.restoring and self.state is ThreadState.PARTITIONS_ASSIGNED:
             self._set_state(ThreadState.RUNNING)
 
     # -- standbys ---------------------------------------------------------------------------------
     def _update_standbys(self, tm: TaskManager) -> None:
         """Follow the placement every half second; keep the standbys' changelogs flowing."""
-        if self._standby_wanted is None:
+        group, wanted = self._group, self._standby_wanted
+        if group is None and wanted is None:
             return
         now = time.monotonic()
         if now >= self._next_standby_check and self.state is ThreadState.RUNNING:
             self._next_standby_check = now + 0.5
-            tm.update_standbys(self._standby_wanted(self))
+            # under the streams protocol the broker places them (standbys and warm-ups)
+            tm.update_standbys(set(group.standbys) if group is not None else wanted(self))  # type: ignore[misc]
         tm.standby.step()
 
     def _close_clients(self) -> None:
-        tm = self.tasks
+        tm = self.task_manager
         if tm is None:
             return
-        if tm.consumer is not None:
+        if self._group is not None:
+            self._group.leave(for_good=self._leave_group)  # after the tasks were committed and closed
+        if self._consumer is not None:
             self._leaving = True
             try:
-                tm.consumer.close()
+                self._consumer.close()
             except RuntimeError:  # already closed
                 pass
-            tm.consumer = None
+            self._consumer = None
         tm.restorer.close()
         tm.standby.close()
         if tm.committer.refused_at_revocation is not None:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from instance.runtime.group_admin import GroupDescription, describe_group, remove_members
+from instance.runtime.group_admin import GroupDescription, Kafka, describe_group, remove_members
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,10 @@ REBALANCING_STATES = frozenset({"PREPARING_REBALANCING", "COMPLETING_REBALANCING
 class StuckRebalanceWatchdog:
     """Watches one group while a rebalance is under way; ``poke()`` from a periodic thread."""
 
-    def __init__(self, bootstrap: str, group: str, stuck_s: float, check_every_s: float = 2.0,
-                 describe: Callable[[str, str], GroupDescription] = describe_group) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: Kafka, group: str, stuck_s: float, check_every_s: float = 2.0,
+                 describe: Callable[[Kafka, str], GroupDescription] = describe_group) -> None:
+        #: how the group is reached: the instance's admin client settings (runtime/group_admin.py)
+        self.kafka = kafka
         self.group = group
         self.stuck_s = stuck_s
         self.check_every_s = check_every_s
@@ -67,7 +68,7 @@ class StuckRebalanceWatchdog:
 
     def check(self) -> bool:
         """Describe the group; restart a round unchanged for ``stuck_s``. True if restarted."""
-        desc = self._describe(self.bootstrap, self.group)
+        desc = self._describe(self.kafka, self.group)
         now = time.monotonic()
         if desc.state not in REBALANCING_STATES or not desc.members:
             self._seen = None
@@ -80,7 +81,7 @@ class StuckRebalanceWatchdog:
             return False
         log.warning("group %s has been %s with the same %d member(s) for %.0f s; removing them all so they "
                     "rejoin", self.group, desc.state, len(desc.members), now - self._since)
-        errors = remove_members(self.bootstrap, self.group, desc.members)
+        errors = remove_members(self.kafka, self.group, desc.members)
         log.warning("group %s: members removed: %s", self.group, errors)
         self._seen = None
         self.restarts += 1

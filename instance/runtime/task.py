@@ -16,22 +16,23 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from instance.errors import ProductionException, StreamsException
-from instance.runtime.handlers import ErrorHandling, ProducedRecord
 from instance.runtime.metrics import TaskMetrics
-from instance.runtime.punctuation import PunctuationQueue, PunctuationSchedule, PunctuationType, Punctuator
+from instance.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 from instance.runtime.state_manager import ProcessorStateManager, TopicPart
 from instance.runtime.task_state import TaskLifecycle
-from instance.runtime.timestamps import (
+from instance.state import origins, source_offsets
+from instance.state.kv_store import ChangelogSend
+from instance.topology.handlers import ErrorHandling, ProducedRecord
+from instance.topology.processor import ProcessorContext, Record, RecordContext, node_callable
+from instance.topology.punctuation import PunctuationType, Punctuator
+from instance.topology.timestamps import (
     ConsumedRecord,
     FailOnInvalidTimestamp,
     RecordTimestampExtractor,
     TimestampExtractor,
 )
-from instance.state import origins, source_offsets
-from instance.state.kv_store import ChangelogSend
-from instance.topology.processor import ProcessorContext, Record, RecordContext, node_callable
 from instance.topology.topology import ProcessorNodeDef, SinkNode, SourceNode, SubTopology, Topology
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 log = logging.getLogger(__name__)
 

@@ -91,7 +91,8 @@ class TaskCommitter:
     must not write again."""
 
     def __init__(self, name: str, config: StreamsConfig, new_collector: Callable[[], RecordCollector],
-                 metrics: ThreadMetrics) -> None:
+                 metrics: ThreadMetrics, on_producer_replaced: Callable[[str], None] | None = None,
+                 refused_at_revocation: TransactionalOffsetCommit | None = None) -> None:
         self.name = name
         self.config = config
         self._new_collector = new_collector
@@ -100,9 +101,9 @@ class TaskCommitter:
         self._in_txn = False
         #: told the transactional id of each producer replaced here (runtime/membership.py fences it
         #: on the dev broker, which never times out the transaction it may have left open)
-        self.on_producer_replaced: Callable[[str], None] | None = None
+        self.on_producer_replaced = on_producer_replaced
         #: commits offsets refused at a revocation (the dev broker's; None: not needed)
-        self.refused_at_revocation: TransactionalOffsetCommit | None = None
+        self.refused_at_revocation = refused_at_revocation
 
     def begin_txn(self) -> None:
         if self.config.eos and not self._in_txn:

@@ -5,15 +5,16 @@ the group assigns partitions (ActiveTaskCreator; their stores restored by the th
 reader, each task's state in its lifecycle: runtime/task_state.py), closes them on revocation,
 hands consumed records to them, commits through the TaskCommitter (which raises
 TaskMigratedException when the group moved on: the stream thread handles it), keeps the standby
-replicas the placement asks for (StandbyTaskCreator, StandbyTasks; which replica answers a query:
-runtime/query/replicas.py). The stream thread only loops; the consumer it owns is lent here for
-commits and pauses.
+replicas the placement asks for (StandbyTaskCreator, StandbyTasks). The tasks themselves are held
+in the registry ``tasks`` (runtime/tasks.py: lookups by id and by partition, the replica a query
+reads or the instance publishes). The stream thread only loops; the consumer it owns is lent here
+for commits (a getter: the thread replaces it when it rejoins). Every collaborator comes in through
+the constructor (the stream thread's factory builds them: runtime/stream_thread.py).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -25,7 +26,6 @@ from instance.errors import ProductionException, StreamsException, TaskMigratedE
 from instance.runtime.active_task_creator import ActiveTaskCreator
 from instance.runtime.changelog_reader import StoreChangelogReader
 from instance.runtime.collector import RecordCollector
-from instance.runtime.handlers import LATE_OR_INVALID, ErrorHandling
 from instance.runtime.internal_topics import TopicLayout
 from instance.runtime.metrics import SampleConfig, ThreadMetrics, recording_level
 from instance.runtime.punctuation import NEVER
@@ -35,8 +35,11 @@ from instance.runtime.task import StreamTask, system_clock_ms
 from instance.runtime.task_committer import TaskCommitter
 from instance.runtime.task_state import TaskState
 from instance.runtime.task_timeout import retrying
+from instance.runtime.tasks import Tasks
+from instance.runtime.txn_offset_commit import TransactionalOffsetCommit
+from instance.topology.handlers import LATE_OR_INVALID, ErrorHandling
 from instance.topology.topology import Topology
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 log = logging.getLogger(__name__)
 
@@ -46,31 +49,36 @@ TopicPart = tuple[str, int]
 class TaskManager:
     def __init__(self, name: str, config: StreamsConfig, topology: Topology, layout: TopicLayout,
                  resolve: Callable[[str], str], new_collector: Callable[[], RecordCollector],
-                 restorer: StoreChangelogReader, errors: ErrorHandling) -> None:
+                 restorer: StoreChangelogReader, errors: ErrorHandling,
+                 consumer: Callable[[], Consumer | None], global_stores: Mapping[str, Any] | None = None,
+                 on_producer_replaced: Callable[[str], None] | None = None,
+                 refused_at_revocation: TransactionalOffsetCommit | None = None) -> None:
+        """``consumer``: the thread's group consumer now (None before it subscribed or once closed);
+        ``global_stores``: the instance's, read-only for tasks; ``on_producer_replaced`` and
+        ``refused_at_revocation``: the TaskCommitter's (runtime/task_committer.py)."""
         self.name = name
         self.config = config
         self.topology = topology
         self.layout = layout
         #: the thread's changelog reader: restores active tasks, keeps standbys warm
         self.restorer = restorer
-        self.standby = StandbyTasks(restorer, name)
+        #: the thread's tasks, active and standby
+        self.tasks = Tasks(layout.changelogs, restorer.progress)
+        self.standby = StandbyTasks(restorer, self.tasks, name)
         self.errors = errors
+        self._consumer = consumer
         #: this thread's metrics and its tasks' (runtime/metrics.py)
         self.metrics = ThreadMetrics(name, recording_level(config.metrics_recording_level),
                                      SampleConfig(config.metrics_sample_window_ms, config.metrics_num_samples))
         #: committed offset of each assigned partition (0 where none), as of the assignment
         self.start_offsets: dict[TopicPart, int] = {}
         self.active_creator = ActiveTaskCreator(name, config, topology, resolve, errors, self.metrics,
-                                                self.start_offsets)
+                                                self.start_offsets, global_stores or {})
         self.standby_creator = StandbyTaskCreator(config, topology, resolve, restorer, self.metrics)
         #: the commit protocol and the thread's producer
-        self.committer = TaskCommitter(name, config, new_collector, self.metrics)
-        errors.send = self._send_dead_letter
-        self.consumer: Consumer | None = None  # the thread's, replaced when it rejoins
-        self.tasks: dict[TaskId, StreamTask] = {}
-        self.by_tp: dict[TopicPart, StreamTask] = {}
+        self.committer = TaskCommitter(name, config, new_collector, self.metrics, on_producer_replaced,
+                                       refused_at_revocation)
         self.assignment_version = 0
-        self.lock = threading.RLock()  # held while tasks are created/closed (queries read tasks)
         self.topic_to_sub: dict[str, int] = {resolve(t): st.id for st in topology.subtopologies()
                                              for t in st.source_topics}
         #: records handed to tasks and not processed yet
@@ -83,36 +91,32 @@ class TaskManager:
         return self.committer.collector
 
     @property
-    def global_stores(self) -> Mapping[str, Any]:
-        """The instance's global stores (read-only for tasks); set by the stream thread."""
-        return self.active_creator.global_stores
-
-    @global_stores.setter
-    def global_stores(self, stores: Mapping[str, Any]) -> None:
-        self.active_creator.global_stores = stores
+    def consumer(self) -> Consumer | None:
+        """The thread's group consumer now (None before it subscribed or once it is closed)."""
+        return self._consumer()
 
     @property
     def restoring(self) -> set[TaskId]:
         """The active tasks still restoring their stores (from their lifecycle)."""
-        return {tid for tid, task in list(self.tasks.items()) if task.lifecycle.restoring}
+        return self.tasks.restoring_ids()
 
     # -- processing -------------------------------------------------------------------------------
     def add_records(self, msgs: list[Any]) -> None:
         """Hand records to tasks in runs of the same partition (librdkafka returns them so)."""
-        by_tp = self.by_tp
+        task_of = self.tasks.partition_lookup()
         run: list[Any] = []
         run_tp: TopicPart | None = None
         for m in msgs:
             tp = (m.topic(), m.partition())
             if tp != run_tp:
-                if run and (task := by_tp.get(run_tp)) is not None:  # type: ignore[arg-type]
+                if run and (task := task_of(run_tp)) is not None:  # type: ignore[arg-type]
                     task.add_records(run_tp[0], run)  # type: ignore[index]
                 run, run_tp = [], tp
             if m.error() is None:
                 run.append(m)
             else:
                 _consume_error(m)
-        if run and (task := by_tp.get(run_tp)) is not None:  # type: ignore[arg-type]
+        if run and (task := task_of(run_tp)) is not None:  # type: ignore[arg-type]
             task.add_records(run_tp[0], run)  # type: ignore[index]
         self.buffered = True
 
@@ -161,10 +165,6 @@ class TaskManager:
     def commit_requested(self) -> bool:
         """A processor asked for a commit (``context.commit()``)."""
         return any(t.commit_requested for t in self.tasks.values())
-
-    def _send_dead_letter(self, topic: str, key: bytes | None, value: bytes | None, ts: int, partition: int,
-                          headers: Any) -> None:
-        self.collector.send(topic, key, value, ts, partition, headers)  # the current producer
 
     # -- commit -------------------------------------------------------------------------------------
     def commit(self, revoking: bool = False) -> None:
@@ -216,7 +216,7 @@ class TaskManager:
                 wanted.setdefault(TaskId(sub, tp.partition), []).append(tp)
         committed = self.committed_offsets([(tp.topic, tp.partition) for tp in partitions])
         self.start_offsets.update(committed)  # where fetching starts: the thread's idle check
-        with self.lock:
+        with self.tasks.lock:
             for tid in sorted(wanted):
                 if tid in self.standby.tasks:
                     self.standby.remove(tid)  # writes its checkpoint: the active restores the delta
@@ -232,7 +232,7 @@ class TaskManager:
             ids = list(self.tasks)
         else:
             moved = {(tp.topic, tp.partition) for tp in partitions}
-            ids = sorted({task.id for tp, task in self.by_tp.items() if tp in moved})
+            ids = self.tasks.ids_of(moved)
         if not ids:
             return
         try:
@@ -252,18 +252,16 @@ class TaskManager:
 
     def committed_offsets(self, tps: list[TopicPart]) -> dict[TopicPart, int]:
         """The group's committed offsets (0 where none): what restores may keep (at-least-once)."""
-        if self.consumer is None or not tps:
-            return {}
         consumer = self.consumer
+        if consumer is None or not tps:
+            return {}
         found = retrying(lambda: consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=30),
                          "reading the committed offsets", self.config.task_timeout_ms, self.name)
         return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in found}
 
     def _create_task(self, tid: TaskId, committed: dict[TopicPart, int]) -> None:
         task = self.active_creator.create(tid, self.collector, self.consumer, committed)
-        self.tasks[tid] = task
-        for topic in task.sources:
-            self.by_tp[(topic, tid.partition)] = task
+        self.tasks.add_active(task)
         marks = None if self.config.eos else {t: committed.get((t, tid.partition), 0) for t in task.sources}
         task.lifecycle.initialized(restoring=self.restorer.register_restoring(task, marks))
 
@@ -279,14 +277,12 @@ class TaskManager:
         are closed dirty: the thread's ``dirty-close`` metric counts them."""
         if not clean and ids:
             self.metrics.dirty_close.record(float(len(ids)), self.metrics.clock(), count=len(ids))
-        with self.lock:
+        with self.tasks.lock:
             for tid in ids:
-                task = self.tasks.pop(tid)
+                task = self.tasks.remove_active(tid)
                 self.errors.dropped[LATE_OR_INVALID] += task.dropped_records
                 was_restoring = task.lifecycle.restoring
                 self.restorer.unregister(task)
-                for topic in task.sources:
-                    self.by_tp.pop((topic, tid.partition), None)
                 try:
                     task.close(checkpoint=clean and not was_restoring)
                 except (StreamsException, KafkaException, OSError):
@@ -307,7 +303,7 @@ class TaskManager:
     # -- standbys -------------------------------------------------------------------------------------
     def update_standbys(self, wanted: set[TaskId]) -> None:
         """Hold exactly the ``wanted`` standbys (those not active here)."""
-        with self.lock:
+        with self.tasks.lock:
             self.standby.hold({tid for tid in wanted if tid not in self.tasks}, self.standby_creator.create)
 
 

@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass
 
 from instance.errors import IllegalStateException
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 
 class TaskState(enum.Enum):

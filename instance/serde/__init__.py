@@ -1,12 +1,12 @@
 """Serdes with Java-compatible encodings (Kafka's StringSerde, IntegerSerde, LongSerde...).
 
-The built-in serdes live in the shared core (:mod:`router.core.serdes`), because the routing client
+The built-in serdes live in the shared core (:mod:`kernel.serdes`), because the routing client
 serializes query keys with them as the instances do, as Kafka's serializers live in kafka-clients
 rather than in Kafka Streams. They are re-exported here, the names applications import
 (``from instance.serde import StringSerde``); the windowed and change serdes are the runtime's own.
 """
 
-from router.core.serdes import (
+from kernel.serdes import (
     BytesSerde,
     IntSerde,
     JsonSerde,

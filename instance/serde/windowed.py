@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 _LONG = struct.Struct(">q")
 _TWO_LONGS = struct.Struct(">qq")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from instance.runtime.internal_topics import internal_name
-from router.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2 as pb
 
 if TYPE_CHECKING:
     from instance.runtime.kafka_streams import KafkaStreams

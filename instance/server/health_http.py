@@ -3,7 +3,7 @@
 status name as the body.
 
 Kubernetes' ``grpc:`` probe cannot dial a query server that serves TLS only, and an ``exec`` probe
-(``python -m instance.cli.health_probe``) starts an interpreter per check. This port is the cheap
+(``python -m iqmesh.health_probe``) starts an interpreter per check. This port is the cheap
 way for every setup: it reads, in-process, the very health service the query server publishes (and
 ``health_probe`` asks over gRPC), so the three can never disagree: startup and readiness are the
 whole server's status (SERVING only while RUNNING), liveness is ``iqmesh.liveness`` (NOT_SERVING in
@@ -27,7 +27,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2
 
 from instance.server.servicer import LIVENESS
-from router.core.ports import check_port_free
+from kernel.ports import check_port_free
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class _InProcess:
 
 def status_of(servicer: health.HealthServicer, service: str) -> str:
     """What a gRPC health Check of ``service`` answers, asked in-process: SERVING, NOT_SERVING, ...
-    or NOT_FOUND for an unknown service (as ``instance.cli.health_probe.check`` reports them)."""
+    or NOT_FOUND for an unknown service (as ``iqmesh.health_probe.check`` reports them)."""
     context = _InProcess()
     reply = servicer.Check(health_pb2.HealthCheckRequest(service=service), context)
     if context.code is not None:

@@ -1,30 +1,35 @@
-"""Parts of every query reply: values as JSON text, and the read metadata of a local replica."""
+"""Parts of query replies: a local replica's answer with its read metadata, a scan's entries
+(values as JSON text: kernel/serdes.value_to_json)."""
 
 from __future__ import annotations
 
-import base64
 import functools
-import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from router.core.instance_state import State
-from router.core.local_read import LocalReplica
-from router.core.serdes import Serde
-from router.core.tokens import PositionToken
-from router.rpc import iqmesh_pb2 as pb
+from instance.runtime.query.execute import ask
+from instance.runtime.query.request import Query, StorePlacement
+from kernel.instance_state import State
+from kernel.local_read import LocalReplica
+from kernel.options import QueryOptions
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.serdes import Serde, value_to_json
+from kernel.tokens import PositionToken
+from kernel.wire_enums import role_pb, state_pb
 
-_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
+if TYPE_CHECKING:
+    from instance.runtime.kafka_streams import KafkaStreams
+
+R = TypeVar("R")
 
 
-def value_to_json(value: Any) -> str:
-    """The reply's JSON value; bytes become a base64 string since JSON has no bytes."""
-    if type(value) is int:  # the commonest value (counts), not bool
-        return str(value)
-    if isinstance(value, bytes | bytearray):
-        return json.dumps(base64.b64encode(value).decode())
-    return _JSON.encode(value)
-
+def ask_local(streams: KafkaStreams, placement: StorePlacement, query: Query[R], partition: int,
+              options: QueryOptions) -> tuple[R, pb.ReadMetadata]:
+    """``query`` answered by this instance's replica of ``partition`` (runtime/query/execute.py's
+    :func:`ask`: UnavailableError when it may not answer), with its read metadata."""
+    value, replica = ask(streams, placement, query, partition, options)
+    return value, read_metadata(placement.store, replica, streams.instance_id, streams.config.application_server,
+                                streams.state)
 
 @functools.lru_cache(maxsize=4096)
 def read_metadata(store: str, replica: LocalReplica, served_by: str, endpoint: str,
@@ -35,7 +40,7 @@ def read_metadata(store: str, replica: LocalReplica, served_by: str, endpoint: s
     replica state (a replica moves once per commit: most replies repeat the last one), so the
     message is shared: a reply takes a copy of it (``metadata=``), nobody changes it."""
     return pb.ReadMetadata(
-        served_by=served_by, endpoint=endpoint, role=replica.role.value, instance_state=instance_state.name,
+        served_by=served_by, endpoint=endpoint, role=role_pb(replica.role), instance_state=state_pb(instance_state),
         partition=replica.partition, position=replica.position, end_offset=replica.end_offset, lag=replica.lag,
         stale=replica.is_stale(instance_state),
         position_token=PositionToken(store, replica.partition, replica.position).encode())

@@ -13,20 +13,20 @@ from concurrent.futures import Executor
 from instance.errors import BadRequest, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.query import RangePageQuery
-from instance.server.local_query import ask_local
-from instance.server.replies import scan_entry
+from instance.server.replies import ask_local, scan_entry
+from kernel.channels import ChannelPool
+from kernel.options import QueryOptions
+from kernel.page_token import PageToken, resume_after
+from kernel.partitioner import default_partition
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_query import ScanKind
+from kernel.scan_wire import ParsedScan, ScanRequest, build_request, parse_request
+from kernel.task_id import TaskId
+from kernel.unavailable import FailureReason, UnavailableError
+from kernel.wire_enums import reason_of, reason_pb
 from router.client.forward import forward_scan, hop_timeout
 from router.client.query_router import QueryRouter
 from router.client.scatter import MergedPage, PartitionFailure, PartitionPage, incomplete_error, merge, scatter
-from router.core.channels import ChannelPool
-from router.core.options import QueryOptions
-from router.core.page_token import PageToken, resume_after
-from router.core.partitioner import default_partition
-from router.core.scan_query import ScanKind
-from router.core.scan_wire import ParsedScan, ScanRequest, build_request, parse_request
-from router.core.task_id import TaskId
-from router.core.unavailable import UnavailableError, UnavailableReason
-from router.rpc import iqmesh_pb2 as pb
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
@@ -60,16 +60,17 @@ class ScanService:
         maps: BadRequest, UnknownStateStoreException, UnavailableError."""
         streams = self.streams
         with caller_input():
-            parsed = parse_request(request, lambda text: streams.query_key(request.store, text)[1])
+            parsed = parse_request(request, lambda text: streams.store_placement(request.store).key_of(text)[1])
         query = parsed.query
         store = query.store
         is_global = streams.is_global_store(store)
         spec = streams.store_spec(store)  # raises for an unknown store
         # a global store is one partition, answered here (refused as a whole while it loads)
-        sub, n = (-1, 1) if is_global else streams.store_tasks(store)
+        placement = streams.store_placement(store)  # raises when not started (a store with tasks)
+        sub, n = (-1, 1) if is_global else (placement.subtopology, placement.partitions)
         if query.kind is ScanKind.MULTI_GET:
             for kb in query.keys:
-                streams.query_key(store, raw=kb)  # a raw key must be a key of the store's serde
+                placement.key_of(raw=kb)  # a raw key must be a key of the store's serde
         partitions = self._partitions(parsed, n)
         limit = page_limit(parsed.scan.limit)
         with caller_input():
@@ -84,7 +85,7 @@ class ScanService:
                                     (lambda kb: 0) if is_global else (lambda kb: default_partition(kb, n)))
 
         def read_local(p: int) -> Page:
-            page, meta = ask_local(streams, store, page_query, p, options)
+            page, meta = ask_local(streams, placement, page_query, p, options)
             return PartitionPage(p, page.entries, page.more, meta)
 
         def read(p: int) -> Page:
@@ -123,7 +124,7 @@ class ScanService:
         MULTI_GET with its keys only), resumed by a token of that query."""
         query = parsed.query
         if query.kind is ScanKind.MULTI_GET:
-            n = self.streams.store_tasks(query.store)[1]
+            n = self.streams.store_placement(query.store).partitions
             query = query.with_keys(k for k in query.keys if default_partition(k, n) == partition)
         token = "" if after is None else PageToken(query.fingerprint(), after).encode()
         scan = pb.ScanOptions(limit=limit, page_token=token, with_json=parsed.scan.with_json,
@@ -132,9 +133,9 @@ class ScanService:
         received = forward_scan(self.pool, endpoint, request, hop_timeout(time_remaining()))
         status = next((s for s in received.partitions if s.partition == partition), None)
         if status is None:
-            raise UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: no status for partition {partition}")
+            raise UnavailableError(FailureReason.NOT_AVAILABLE, f"{endpoint}: no status for partition {partition}")
         if not status.available:
-            raise UnavailableError(UnavailableReason.named(status.reason), f"{endpoint}: {status.message}")
+            raise UnavailableError(reason_of(status.reason), f"{endpoint}: {status.message}")
         assert received.end is not None  # read_stream guarantees it
         return PartitionPage(partition, received.entries, bool(received.end.next_page_token), status.metadata)
 
@@ -145,7 +146,7 @@ def replies(header: pb.ScanHeader, merged: MergedPage[pb.ScanEntry, pb.ReadMetad
     yield pb.ScanReply(header=header)
     for o in merged.outcomes:
         if isinstance(o, PartitionFailure):
-            status = pb.PartitionStatus(partition=o.partition, available=False, reason=o.reason.name,
+            status = pb.PartitionStatus(partition=o.partition, available=False, reason=reason_pb(o.reason),
                                         message=o.message, tried=list(o.tried))
         else:
             status = pb.PartitionStatus(partition=o.partition, available=True, metadata=o.metadata)

@@ -17,35 +17,36 @@ from instance.config import LISTEN_HOST
 from instance.errors import BadRequest, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.runtime.query import KeyQuery, WindowKeyQuery, WindowRangeQuery
-from instance.runtime.query.placement import StorePlacement
-from instance.runtime.query.request import check_store_kind
+from instance.runtime.query.execute import ask
+from instance.runtime.query.request import StorePlacement, check_store_kind
 from instance.runtime.query_counters import QuerySlot
 from instance.server.describe import InputLagReader, topology_reply
-from instance.server.local_query import ask_local
-from instance.server.replies import value_to_json
+from instance.server.replies import ask_local, read_metadata
 from instance.server.scans import ScanService
 from instance.server.status import to_status
 from instance.server.strict_handlers import add_strict_handlers
 from instance.server.watch import WatchService
-from router.client.forward import forward_fetch, forward_get, hop_timeout
+from kernel.application_guard import ApplicationInterceptor
+from kernel.channels import ChannelPool
+from kernel.metadata import InstanceCounters
+from kernel.options import QueryOptions
+from kernel.ports import PortInUseError, check_port_free
+from kernel.query_keys import MAX_QUERY_KEY_BYTES, check_query_key
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.scan_wire import ScanRequest
+from kernel.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
+from kernel.serdes import value_to_json
+from kernel.wire_enums import role_pb, state_pb
+from router.client.forward import forward_fetch, forward_get, forward_get_bytes, hop_timeout
 from router.client.query_router import QueryRouter
-from router.core.application_guard import ApplicationInterceptor
-from router.core.channels import ChannelPool
-from router.core.metadata import InstanceCounters
-from router.core.options import QueryOptions
-from router.core.ports import PortInUseError, check_port_free
-from router.core.query_keys import check_query_key
-from router.core.scan_wire import ScanRequest
-from router.core.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 #: threads reading the partitions of scans in parallel (locally or one hop away)
 SCATTER_THREADS = 16
 _SERVICE = pb.DESCRIPTOR.services_by_name["InteractiveQuery"]
 
-__all__ = ["QueryServer", "QueryServicer", "value_to_json"]
+__all__ = ["QueryServer", "QueryServicer"]
 
 
 _DEFAULT_OPTIONS = QueryOptions()
@@ -56,7 +57,7 @@ def _options_of(request: pb.GetRequest, partitions: int) -> QueryOptions:
     partition beyond the store's ``partitions``."""
     o = request.options
     if not (o.allow_stale or o.position or o.HasField("max_lag")):
-        return _DEFAULT_OPTIONS  # most queries: nothing to parse
+        return _DEFAULT_OPTIONS  # nothing to parse
     with caller_input():
         return QueryOptions.parse(request.store, o.allow_stale, o.max_lag if o.HasField("max_lag") else None,
                                   o.position, partitions)
@@ -77,11 +78,18 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.input_lag = InputLagReader(streams)
         self.router = QueryRouter(streams.view, streams.instance_id)
 
-    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
-        slot = self.counters.slot()
+    #: called with the request's bytes too (instance/server/strict_handlers.py): a Get another
+    #: instance answers is passed on as bytes, its reply passed back as bytes
+    WITH_BYTES = frozenset({"Get"})
+
+    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext,
+            data: bytes | None = None) -> pb.GetReply | bytes:
+        """``data``: the request as received (a forward passes it on without encoding it again,
+        and returns the reply's bytes as they came); None: forwarded as a message."""
+        slot = self.counters.local.slot
         start = time.perf_counter()
         try:
-            return self._get(request, context.time_remaining, slot)
+            return self._get(request, context.time_remaining, slot, data)
         except Exception as e:
             _abort(context, e, slot)
         finally:
@@ -100,7 +108,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return self._scan(request, context)
 
     def _scan(self, request: ScanRequest, context: grpc.ServicerContext) -> Iterator[pb.ScanReply]:
-        slot = self.counters.slot()
+        slot = self.counters.local.slot
         try:
             replies = self.scans.page(request, context.time_remaining)
         except Exception as e:
@@ -122,38 +130,52 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         return _guarded(context, stream.replies())
 
     def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
-             slot: QuerySlot) -> pb.GetReply:
-        """A key's value: the key parsed, serialized and hashed once; answered here when this
-        instance's replica is the first candidate (the hot path: one local read, no hop)."""
+             slot: QuerySlot, data: bytes | None = None) -> pb.GetReply | bytes:
+        """A key's value, top to bottom (docs/architecture.md, "Get path"): the store's placement
+        and this instance's state read; the key parsed, serialized and hashed once
+        (``StorePlacement.locate``); the router picks the replica; this instance's is read by
+        runtime/query/execute.py (the hot path: one local read, no hop). Given ``data`` (the
+        request's bytes), a forward passes them on and returns the reply's bytes."""
         streams = self.streams
         store = request.store
         if not store:
             raise BadRequest("store must be given")
-        with caller_input():
-            check_query_key(request.raw_key or request.key)
+        query_key = request.raw_key or request.key
+        if len(query_key) > MAX_QUERY_KEY_BYTES:  # checked only then: a context manager per Get shows in profiles
+            with caller_input():
+                check_query_key(query_key)
         placement = streams.store_placement(store)  # raises for an unknown store / not started
-        key, key_bytes = placement.key_of(request.key, request.raw_key)
-        options = _options_of(request, max(placement.partitions, 1))  # a global store: one partition
+        local_state = streams.state
         forwarded = request.forwarded
         if placement.is_global:  # every instance holds it whole: answered here, never forwarded
-            return self._get_local(placement, key, 0, options, forwarded, slot)
-        task = placement.task_of(key_bytes)
+            key = placement.key_of(request.key, request.raw_key)[0]
+            return self._get_local(placement, key, 0, _options_of(request, 1), forwarded, slot)
+        key, task = placement.locate(request.key, request.raw_key)
+        o = request.options
+        options = (_options_of(request, placement.partitions) if o.allow_stale or o.position or o.HasField("max_lag")
+                   else _DEFAULT_OPTIONS)  # most queries: nothing to parse, no call
 
-        def answer_local() -> pb.GetReply:
-            return self._get_local(placement, key, task.partition, options, forwarded, slot)
-
-        def forward(endpoint: str) -> pb.GetReply:
-            reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
+        def forward(endpoint: str) -> pb.GetReply | bytes:
+            reply: pb.GetReply | bytes
+            if data is None:
+                reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
+            else:
+                reply = forward_get_bytes(self.pool, endpoint, data, hop_timeout(time_remaining()))
             slot.gets_forwarded += 1
             return reply
 
-        return self.router.route(store, None if forwarded else task, options, answer_local, forward,
-                                 forwarded=forwarded, local_state=streams.state)
+        return self.router.route(store, None if forwarded else task, options,
+                                 lambda: self._get_local(placement, key, task.partition, options, forwarded, slot),
+                                 forward, forwarded=forwarded, local_state=local_state)
 
     def _get_local(self, placement: StorePlacement, key: Any, partition: int, options: QueryOptions,
                    forwarded: bool, slot: QuerySlot) -> pb.GetReply:
-        """``key`` from this instance's replica of ``partition``, or UnavailableError."""
-        value, meta = ask_local(self.streams, placement.store, KeyQuery(key), partition, options)
+        """``key`` from this instance's replica of ``partition`` (runtime/query/execute.py), or
+        UnavailableError; the reply's value serialized and shown as JSON by the kernel's serdes."""
+        streams = self.streams
+        value, replica = ask(streams, placement, KeyQuery(key), partition, options)
+        meta = read_metadata(placement.store, replica, streams.instance_id, streams.config.application_server,
+                             streams.state)  # cached per replica state: no call on a hit
         if forwarded:
             slot.gets_routed += 1
         else:
@@ -196,7 +218,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         options = _options_of(request, placement.partitions)  # type: ignore[arg-type]  # the same fields as GetRequest's
 
         def answer_local() -> pb.WindowFetchReply:
-            windows, meta = ask_local(streams, store, query, task.partition, options)
+            windows, meta = ask_local(streams, placement, query, task.partition, options)
             vs = streams.topology.stores[store].value_serde
             return pb.WindowFetchReply(
                 windows=[pb.WindowEntry(start=s, end=e, value=vs.serialize(v) or b"", value_json=value_to_json(v))
@@ -221,13 +243,13 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         out = pb.MetadataReply(asked=streams.instance_id, application_id=streams.config.application_id)
         for info in streams.metadata_for_all_streams_clients():
             out.instances.append(pb.InstanceMetadata(
-                instance_id=info.instance_id, endpoint=info.endpoint, state=info.state.name,
+                instance_id=info.instance_id, endpoint=info.endpoint, state=state_pb(info.state),
                 heartbeat_age_ms=now - info.heartbeat_ms, alive=streams.view.is_alive(info, now),
                 active_tasks=[str(t) for t in info.active_tasks], standby_tasks=[str(t) for t in info.standby_tasks],
                 restoring_tasks=[str(t) for t in info.restoring_tasks], assigned_at_ms=info.assigned_at_ms,
                 counters=_counters_pb(info.counters), heartbeat_interval_ms=info.heartbeat_interval_ms,
                 session_timeout_ms=info.session_timeout_ms,
-                stores=[pb.StorePartition(store=s.store, partition=s.partition, role=s.role.value,
+                stores=[pb.StorePartition(store=s.store, partition=s.partition, role=role_pb(s.role),
                                           position=s.position, end_offset=s.end_offset, lag=s.lag)
                         for s in info.stores]))
         if streams.layout is not None:

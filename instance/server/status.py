@@ -1,5 +1,5 @@
 """The one place where runtime and routing errors become gRPC statuses (code, details text and,
-for a refusal, typed details: router/core/status_details.py)."""
+for a refusal, typed details: kernel/status_details.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from instance.errors import (
     TooManyWatchesException,
     UnknownStateStoreException,
 )
-from router.core.echo import clip
-from router.core.status_details import RpcStatus, passed_on, refusal_status, refusal_text
-from router.core.unavailable import UnavailableError, UnavailableReason
+from kernel.echo import clip
+from kernel.status_details import RpcStatus, passed_on, refusal_status, refusal_text
+from kernel.unavailable import FailureReason, UnavailableError
 
 
 def to_status(exc: BaseException) -> RpcStatus:
@@ -36,9 +36,9 @@ def _refusal(exc: BaseException) -> UnavailableError | None:
     if isinstance(exc, UnavailableError):
         return exc
     if isinstance(exc, StreamsNotStartedException):
-        return UnavailableError(UnavailableReason.NOT_AVAILABLE, str(exc))
+        return UnavailableError(FailureReason.NOT_AVAILABLE, str(exc))
     if isinstance(exc, InvalidStateStoreException) and not isinstance(exc, UnknownStateStoreException):
-        return UnavailableError(UnavailableReason.NOT_ACTIVE, str(exc))
+        return UnavailableError(FailureReason.NOT_ACTIVE, str(exc))
     return None
 
 

@@ -25,20 +25,34 @@ def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
 
 
-def _parsing(behavior: Callable[[Any, grpc.ServicerContext], Any], request_type: type[Message],
-             full_name: str) -> Callable[[bytes, grpc.ServicerContext], Any]:
+def _serialize_unary(reply: Message | bytes) -> bytes:
+    """A unary reply: a message, or bytes already serialized (a reply passed through from another
+    instance as it came) sent as they are."""
+    if type(reply) is bytes:
+        return reply
+    return reply.SerializeToString()  # type: ignore[union-attr]  # not bytes: a message
+
+
+def _parsing(behavior: Callable[..., Any], request_type: type[Message],
+             full_name: str, with_bytes: bool) -> Callable[[bytes, grpc.ServicerContext], Any]:
     def handle(data: bytes, context: grpc.ServicerContext) -> Any:
         try:
             request = request_type.FromString(data)
         except (DecodeError, ValueError) as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"request body is not a valid {full_name} message: {str(e)[:_MAX_DETAIL]}")
+        if with_bytes:
+            return behavior(request, context, data)
         return behavior(request, context)
     return handle
 
 
 def strict_method_handlers(servicer: object, service: ServiceDescriptor) -> dict[str, grpc.RpcMethodHandler]:
-    """The handlers of every method of ``service`` that ``servicer`` implements, by method name."""
+    """The handlers of every method of ``service`` that ``servicer`` implements, by method name.
+    A unary method named in the servicer's ``WITH_BYTES`` is called as ``behavior(request,
+    context, data)``, ``data`` the request's bytes as received, and may return its reply as bytes
+    already serialized (a request passed on to another instance as it came, and its reply)."""
+    with_bytes: frozenset[str] = getattr(servicer, "WITH_BYTES", frozenset())
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in service.methods:
         behavior = getattr(servicer, method.name, None)
@@ -51,10 +65,13 @@ def strict_method_handlers(servicer: object, service: ServiceDescriptor) -> dict
             handlers[method.name] = make(behavior, request_deserializer=request_type.FromString,
                                          response_serializer=_serialize)
             continue
-        make_unary = (grpc.unary_stream_rpc_method_handler if method.server_streaming
-                      else grpc.unary_unary_rpc_method_handler)
-        handlers[method.name] = make_unary(_parsing(behavior, request_type, method.input_type.full_name),
-                                           response_serializer=_serialize)
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _parsing(behavior, request_type, method.input_type.full_name, False), response_serializer=_serialize)
+            continue
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            _parsing(behavior, request_type, method.input_type.full_name, method.name in with_bytes),
+            response_serializer=_serialize_unary)
     return handlers
 
 

@@ -9,7 +9,7 @@ records, each with a token that resumes right after it. A rebalance moves tasks,
 the stream goes on through it; it reports each change of a watched partition's active owner (from
 the routing table this instance already has) so subscribers know.
 
-Caught up, the consumer lets its partitions go for a short while between reads (router/core/idle_fetch.py:
+Caught up, the consumer lets its partitions go for a short while between reads (kernel/idle_fetch.py:
 the dev broker answers idle fetches in a tight loop), by unassigning and assigning them again
 at its positions: measured there, pause()/resume() left a resumed partition unfetched for 1-10 s,
 while unassign()/assign() fetched again at once (0.1 s latency), at 2% of a broker core per idle
@@ -31,15 +31,15 @@ from confluent_kafka import Consumer, TopicPartition
 from instance.config import StreamsConfig
 from instance.errors import BadRequest, StoreNotLoggedException, TooManyWatchesException, caller_input
 from instance.runtime.kafka_streams import KafkaStreams
-from instance.server.replies import value_to_json
+from instance.runtime.query.request import StorePlacement
 from instance.state.origins import RESERVED_KEY
-from router.core.idle_fetch import FOLLOWER_PAUSE_S, CallbackSwitch, IdleFetch
-from router.core.metadata import ClusterView
-from router.core.query_keys import check_query_key
-from router.core.serdes import Serde
-from router.core.task_id import TaskId
-from router.core.watch_token import encode_offsets, resume_offsets, watch_fingerprint
-from router.rpc import iqmesh_pb2 as pb
+from kernel.idle_fetch import FOLLOWER_PAUSE_S, CallbackSwitch, IdleFetch
+from kernel.metadata import ClusterView
+from kernel.query_keys import check_query_key
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.serdes import Serde, value_to_json
+from kernel.task_id import TaskId
+from kernel.watch_token import encode_offsets, resume_offsets, watch_fingerprint
 
 #: records per read, and the longest a read waits for them
 BATCH = 1000
@@ -102,9 +102,9 @@ def plan_watch(streams: KafkaStreams, request: pb.WatchRequest) -> tuple[WatchPl
     if streams.is_global_store(store):
         raise StoreNotLoggedException(f"store {store!r} is a global store: it has no changelog of its own, so its "
                                       f"changes cannot be watched (read its source topic instead)")
-    sub, n = streams.store_tasks(store)  # raises for an unknown store / not started
-    spec = streams.topology.stores[store]
-    assert streams.layout is not None  # store_tasks checked
+    placement = streams.store_placement(store)  # raises for an unknown store / not started
+    sub, n, spec = placement.subtopology, placement.partitions, placement.spec
+    assert streams.layout is not None  # store_placement checked
     topic = streams.layout.changelogs.get(store)
     if not topic or not spec.logging_enabled:
         raise StoreNotLoggedException(f"store {store!r} has no changelog (logging disabled), so its changes "
@@ -112,9 +112,9 @@ def plan_watch(streams: KafkaStreams, request: pb.WatchRequest) -> tuple[WatchPl
     target = request.WhichOneof("target")
     if target == "key" or target == "prefix":
         with caller_input():
-            kb = _key_bytes(streams, store, getattr(request, target), target)
+            kb = _key_bytes(placement, getattr(request, target), target)
         kind = "KEY" if target == "key" else "PREFIX"
-        partitions = [streams.key_bytes_partition(store, kb)] if kind == "KEY" else list(range(n))
+        partitions = [placement.partition_of(kb)] if kind == "KEY" else list(range(n))
     elif target == "all" and request.all:
         kind, kb, partitions = "ALL", b"", list(range(n))
     else:
@@ -127,16 +127,16 @@ def plan_watch(streams: KafkaStreams, request: pb.WatchRequest) -> tuple[WatchPl
     return plan, resumed
 
 
-def _key_bytes(streams: KafkaStreams, store: str, k: pb.Key, what: str) -> bytes:
+def _key_bytes(placement: StorePlacement, k: pb.Key, what: str) -> bytes:
     which = k.WhichOneof("kind")
     if which == "raw":
         check_query_key(k.raw, what)
         if what == "key":
-            streams.query_key(store, raw=k.raw)  # a raw key must be a key of the store's serde
+            placement.key_of(raw=k.raw)  # a raw key must be a key of the store's serde
         return k.raw
     if which == "text":
         check_query_key(k.text, what)
-        return streams.query_key(store, k.text)[1]
+        return placement.key_of(k.text)[1]
     raise BadRequest(f"{what}: a key needs text or raw bytes")
 
 

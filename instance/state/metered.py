@@ -17,12 +17,14 @@ from instance.errors import InvalidStateStoreException
 from instance.state.bytes_store import BytesStore
 from instance.state.change_logging import Batch
 from instance.state.committed_view import CommittedView
+from instance.state.queryable import PositionSource, Window, unbound
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import FlushListener, TypedStoreBase
 
 
 class MeteredKeyValueStore:
-    """One task's typed key-value store (cached or not, change-logged or not)."""
+    """One task's typed key-value store (cached or not, change-logged or not); a
+    :class:`~instance.state.queryable.QueryableStore`."""
 
     get: Callable[[Any], Any]
     #: put(key, value, timestamp=0)
@@ -55,6 +57,7 @@ class MeteredKeyValueStore:
         if committed is not None:
             self.committed_view, self._reads = committed
         self._open = True
+        self._position: PositionSource = unbound
         self.flushes = 0
         self.get = store.get
         self.put = store.put
@@ -108,6 +111,21 @@ class MeteredKeyValueStore:
         """:meth:`range` for an interactive query (under exactly-once, as of the last commit)."""
         self._check_open()
         return self._reads.range(start, end)
+
+    def query_windows(self, key: Any, time_from: int, time_to: int) -> list[Window]:
+        raise ValueError(f"store {self.name} is a {self.spec.kind} store: it has no windows")
+
+    def query_sessions(self, key: Any) -> list[Window]:
+        raise ValueError(f"store {self.name} is a {self.spec.kind} store: it has no sessions")
+
+    def bind_position(self, source: PositionSource) -> None:
+        """Where :meth:`position` comes from: the state manager that registered the store."""
+        self._position = source
+
+    def position(self) -> int:
+        """The changelog offset that reflects what the store holds now (-1: not logged); for an
+        active, counting what its cache will still log (ProcessorStateManager.position)."""
+        return self._position()
 
     def all(self) -> Iterator[tuple[Any, Any]]:
         """All entries in key-byte order, the cache overlaid on the bytes store."""

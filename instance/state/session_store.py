@@ -11,11 +11,12 @@ import struct
 from typing import Any
 
 from instance.serde.windowed import SessionWindow, Windowed
+from instance.state.queryable import Window
 from instance.state.segmented import SegmentedBytesStore
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import TypedStoreBase
 from instance.state.windowed_base import WindowedStoreBase
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 _END_START = struct.Struct(">qq")
 #: bytes after the key (end + start), and where the end begins from the end of the key
@@ -109,6 +110,11 @@ class SessionStore(WindowedStoreBase):
     def fetch(self, key: Any) -> list[tuple[Windowed, Any]]:
         """Every unexpired session of ``key``."""
         return self.find_sessions(key, 0, _MAX)
+
+    def query_sessions(self, key: Any) -> list[Window]:
+        """(start, end, value) of the key's unexpired sessions, by end, as the last commit left
+        them under exactly-once (:meth:`for_query`)."""
+        return [(w.window.start, w.window.end, v) for w, v in self.for_query().fetch(key)]
 
     def all(self) -> list[tuple[Windowed, Any]]:
         self._check_open()

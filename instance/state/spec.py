@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 
 @dataclass(frozen=True)

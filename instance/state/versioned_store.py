@@ -17,7 +17,7 @@ from typing import Any
 
 from instance.errors import SerializationException
 from instance.state.change import ValueAndTimestamp
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 #: one version: (valid from, value or None for a delete)
 Version = tuple[int, Any]

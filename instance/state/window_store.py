@@ -14,11 +14,12 @@ import struct
 from typing import Any
 
 from instance.serde.windowed import TimeWindow, Windowed
+from instance.state.queryable import Window
 from instance.state.segmented import SegmentedBytesStore
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import TypedStoreBase
 from instance.state.windowed_base import WindowedStoreBase
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 _START_SEQ = struct.Struct(">qI")
 _LONG = struct.Struct(">q")
@@ -143,6 +144,12 @@ class WindowStore(WindowedStoreBase):
                 return None
             return self._value(self._typed.query_get((key, time_from, 0)))
         return [(k[1], self._value(v)) for k, v in self._fetch_entries(key, time_from, time_to)]
+
+    def query_windows(self, key: Any, time_from: int, time_to: int) -> list[Window]:
+        """(start, end, value) of the key's windows starting in ``[time_from, time_to]``, oldest
+        first, as the last commit left them under exactly-once (:meth:`for_query`)."""
+        size = self.window_size_ms
+        return [(s, s + size, v) for s, v in self.for_query().fetch(key, time_from, time_to)]
 
     def backward_fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
         """``fetch(key, from, to)``, newest first."""

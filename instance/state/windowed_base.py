@@ -16,13 +16,15 @@ from typing import Any, Self
 from instance.errors import InvalidStateStoreException
 from instance.state.change_logging import Batch
 from instance.state.committed_view import CommittedView
+from instance.state.queryable import PositionSource, Window, unbound
 from instance.state.segmented import SegmentedBytesStore
 from instance.state.spec import StoreSpec
 from instance.state.typed_store import MISSING, FlushListener, TypedStoreBase
 
 
 class WindowedStoreBase:
-    """A segmented store with retention; subclasses add the window or session API."""
+    """A segmented store with retention; subclasses add the window or session API and answer
+    their query (a :class:`~instance.state.queryable.QueryableStore`)."""
 
     def __init__(self, spec: StoreSpec, segmented: SegmentedBytesStore, typed: TypedStoreBase) -> None:
         self.name = spec.name
@@ -30,6 +32,7 @@ class WindowedStoreBase:
         self.inner = segmented
         self._typed = typed
         self._open = True
+        self._position: PositionSource = unbound
         #: an active task's under exactly-once (:meth:`read_committed`), else None
         self.committed_view: CommittedView | None = None
         self._committed: tuple[SegmentedBytesStore, TypedStoreBase] | None = None
@@ -185,6 +188,20 @@ class WindowedStoreBase:
 
     def query_range(self, start: Any, end: Any) -> Any:
         return self.range(start, end)
+
+    def query_windows(self, key: Any, time_from: int, time_to: int) -> list[Window]:
+        raise ValueError(f"store {self.name} is a {self.spec.kind} store: it has no windows by start time")
+
+    def query_sessions(self, key: Any) -> list[Window]:
+        raise ValueError(f"store {self.name} is a {self.spec.kind} store: it has no sessions")
+
+    def bind_position(self, source: PositionSource) -> None:
+        """Where :meth:`position` comes from: the state manager that registered the store."""
+        self._position = source
+
+    def position(self) -> int:
+        """The changelog offset that reflects what the store holds now (-1: not logged)."""
+        return self._position()
 
     def approximate_num_entries(self) -> int:
         self._check_open()

@@ -15,18 +15,18 @@ from typing import Any, NamedTuple
 from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.global_state import GlobalStateManager
-from instance.runtime.handlers import ErrorHandling
 from instance.runtime.metrics import MetricName
 from instance.runtime.task import StreamTask
-from instance.runtime.timestamps import timestamp_extractor
 from instance.state.change import ValueAndTimestamp
 from instance.state.kv_store import KeyValueStore
 from instance.state.session_store import SessionStore
 from instance.state.window_store import WindowStore
+from instance.topology.handlers import ErrorHandling
 from instance.topology.processor import Headers
+from instance.topology.timestamps import timestamp_extractor
 from instance.topology.topology import Topology
-from router.core.serdes import BytesSerde, Serde
-from router.core.task_id import TaskId
+from kernel.serdes import BytesSerde, Serde
+from kernel.task_id import TaskId
 
 
 class TimestampedKeyValueStoreView:
@@ -109,6 +109,7 @@ class TopologyTestDriver:
             cfg = StreamsConfig.from_properties(props)
         self.config = cfg
         self.topology = topology
+        topology.configure_serdes(cfg.serde_settings)
         self.wall_clock_ms = initial_wall_clock_ms
         app = cfg.application_id
         internal = set(topology.internal_topics)
@@ -119,8 +120,7 @@ class TopologyTestDriver:
         self._by_topic: dict[str, StreamTask] = {}
         self.tasks: list[StreamTask] = []
         #: the exception handlers; ``errors.dropped`` counts what they skipped
-        self.errors = ErrorHandling(cfg.to_properties())
-        self.errors.send = self._send
+        self.errors = ErrorHandling(cfg.to_properties(), send=self._send)
         #: librdkafka's ``message.max.bytes`` check, which refuses a record before sending it
         self._max_record_bytes = int(cfg.client_config("producer").get("message.max.bytes", 1_000_000))
         extractor = timestamp_extractor(cfg.default_timestamp_extractor)

@@ -1,6 +1,5 @@
 """Topology: the DSL (StreamsBuilder) and the Processor API it builds on."""
 
-from instance.runtime.punctuation import Cancellable, PunctuationType
 from instance.topology.builder import StreamsBuilder
 from instance.topology.dsl import KGroupedStream, KGroupedTable, KStream, KTable
 from instance.topology.fk_join import TableJoined
@@ -15,6 +14,7 @@ from instance.topology.processor import (
     Record,
     RecordMetadata,
 )
+from instance.topology.punctuation import Cancellable, PunctuationType
 from instance.topology.stream_joins import StreamJoined
 from instance.topology.suppress import BufferConfig, Suppressed
 from instance.topology.table_joins import Joined

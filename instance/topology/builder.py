@@ -14,7 +14,7 @@ from instance.topology.materialized import Materialized, MaterializedArg, materi
 from instance.topology.options import Consumed
 from instance.topology.refs import StreamRef
 from instance.topology.topology import Topology
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 __all__ = ["StreamsBuilder", "KStream", "KGroupedStream", "KTable"]
 

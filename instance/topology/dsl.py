@@ -33,7 +33,7 @@ from instance.topology.suppress import suppress
 from instance.topology.topology import source_topics
 from instance.topology.window_aggregate import Aggregator, Initializer, Merger
 from instance.topology.windows import EmitStrategy
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 R = TypeVar("R", bound=NodeRef)
 

@@ -22,7 +22,7 @@ from typing import Any
 from instance.topology import fk_wire as W
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.table_processors import GetterFactory
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 #: ``extract(key, value) -> foreign key`` (a one-argument extractor is wrapped)
 Extractor = Callable[[Any, Any], Any]

@@ -13,7 +13,7 @@ import struct
 from typing import Any, NamedTuple
 
 from instance.errors import SerializationException
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 _LEN = struct.Struct(">i")
 _VERSION = 0

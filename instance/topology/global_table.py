@@ -14,7 +14,7 @@ from instance.topology import table_processors as TP
 from instance.topology.graph import DslGraph
 from instance.topology.materialized import MaterializedArg, materialized_of, table_store_spec
 from instance.topology.refs import StreamRef
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 
 def global_store_getter(store: str) -> TP.GetterFactory:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from instance.topology import processors as P
 from instance.topology.refs import StreamRef
 from instance.topology.topology import InternalTopic, Topology
-from router.core.serdes import BytesSerde, Serde
+from kernel.serdes import BytesSerde, Serde
 
 
 class DslGraph:

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from instance.errors import TopologyException
-from instance.serde.change_serde import ChangeSerde
 from instance.state.spec import StoreSpec
 from instance.topology import table_processors as TP
+from instance.topology.change_serde import ChangeSerde
 from instance.topology.graph import DslGraph
 from instance.topology.materialized import Materialized, MaterializedArg, materialized_of, table_store_spec
 from instance.topology.options import Consumed
@@ -24,7 +24,7 @@ from instance.topology.processors import OldValues, TableSourceProcessor, with_o
 from instance.topology.refs import GroupedRef, StreamRef, TableRef
 from instance.topology.topology import InternalTopic
 from instance.topology.versioned import VersionedTableSourceProcessor, versioned_spec, versioned_view
-from router.core.serdes import LongSerde, Serde
+from kernel.serdes import LongSerde, Serde
 
 
 def source_table(g: DslGraph, topic: str, c: Consumed, m: Materialized, ks: Serde, vs: Serde) -> TableRef:

@@ -14,7 +14,7 @@ from datetime import timedelta
 from instance.errors import TopologyException
 from instance.state.spec import StoreSpec
 from instance.state.versioned_store import VersionedStoreSupplier
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instance.topology.processor import ProcessorSupplier
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 
 @dataclass

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from instance.errors import TopologyException
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 
 class _CallableExtractor:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from instance.runtime.punctuation import Cancellable, PunctuationType, Punctuator
+from instance.topology.punctuation import Cancellable, PunctuationType, Punctuator
 
 #: record headers: (name, value) pairs, in order, names may repeat (Kafka's ``Headers``)
 Headers = tuple[tuple[str, bytes | None], ...]

@@ -10,7 +10,7 @@ from typing import Protocol
 from instance.topology import table_processors as TP
 from instance.topology.processors import OldValues
 from instance.topology.topology import Topology
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 
 class NodeRef(Protocol):

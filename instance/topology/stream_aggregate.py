@@ -12,7 +12,7 @@ from instance.topology.graph import DslGraph
 from instance.topology.materialized import Materialized, MaterializedArg, materialized_of, table_store_spec
 from instance.topology.processors import OldValues, with_old_values
 from instance.topology.refs import GroupedRef, TableRef
-from router.core.serdes import LongSerde, Serde
+from kernel.serdes import LongSerde, Serde
 
 
 def _aggregate(g: DslGraph, grouped: GroupedRef, prefix: str, m: Materialized, agg_value_serde: Serde,

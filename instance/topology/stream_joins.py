@@ -25,7 +25,7 @@ from instance.topology.processors import PassThroughProcessor
 from instance.topology.refs import StreamRef
 from instance.topology.topology import source_topics
 from instance.topology.windows import JoinWindows
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 Joiner = Callable[[Any, Any], Any]
 _TS = struct.Struct(">q")

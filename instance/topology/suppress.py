@@ -28,7 +28,7 @@ from instance.topology.graph import DslGraph
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.refs import TableRef
 from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindows
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 _TWO_LONGS = struct.Struct(">qq")
 

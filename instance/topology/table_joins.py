@@ -21,7 +21,7 @@ from instance.topology.processors import OldValues
 from instance.topology.refs import StreamRef, TableRef
 from instance.topology.topology import source_topics
 from instance.topology.versioned import VersionedStreamTableJoinProcessor, buffer_spec, check_grace
-from router.core.serdes import Serde
+from kernel.serdes import Serde
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ connected) is a sub-topology, and a task is one sub-topology on one partition.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,7 +16,7 @@ from instance.state.spec import StoreSpec
 from instance.topology.describe import describe
 from instance.topology.nodes import Node, ProcessorNodeDef, SinkNode, SourceNode, SubTopology
 from instance.topology.processor import ProcessorSupplier
-from router.core.serdes import BytesSerde, Serde
+from kernel.serdes import BytesSerde, Serde
 
 __all__ = ["GlobalStore", "InternalTopic", "Node", "ProcessorNodeDef", "SinkNode", "SourceNode", "SubTopology",
            "Topology", "source_topics"]
@@ -253,6 +253,38 @@ class Topology:
             if store in st.stores:
                 return st
         raise TopologyException(f"store {store!r} is not used by any processor")
+
+    def serdes(self) -> list[Serde]:
+        """Every serde the topology holds (sources, sinks, stores, global stores), each once."""
+        found: list[Serde] = []
+        for node in self._nodes.values():
+            if isinstance(node, SourceNode | SinkNode):
+                found += [node.key_serde, node.value_serde]
+        for spec in self._stores.values():
+            found += [spec.key_serde, spec.value_serde]
+        for g in self._global_stores.values():
+            found += [g.spec.key_serde, g.spec.value_serde, g.key_serde, g.value_serde]
+        return list({id(s): s for s in found}.values())
+
+    def configure_serdes(self, settings: Mapping[str, Any]) -> None:
+        """Kafka Streams' ``Serde.configure`` with the application's serde settings
+        (instance/serde/settings.py), on every serde that has it, wrapped ones included (a
+        windowed or change serde holds the user's)."""
+        seen: set[int] = set()
+
+        def visit(serde: Any) -> None:
+            if id(serde) in seen:
+                return
+            seen.add(id(serde))
+            configure = getattr(serde, "configure", None)
+            if callable(configure):
+                configure(settings)
+            for inner in vars(serde).values() if hasattr(serde, "__dict__") else ():
+                if hasattr(inner, "serialize") and hasattr(inner, "deserialize") and not isinstance(inner, type):
+                    visit(inner)
+
+        for serde in self.serdes():
+            visit(serde)
 
     def describe(self) -> str:
         """Kafka Streams' ``TopologyDescription`` text."""

@@ -19,7 +19,7 @@ from instance.state.versioned_store import HistorySerde, VersionedKeyValueStore
 from instance.topology.materialized import Materialized
 from instance.topology.processor import BaseProcessor, ProcessorContext
 from instance.topology.processors import OldValues
-from router.core.serdes import BytesSerde, Serde
+from kernel.serdes import BytesSerde, Serde
 
 AsOfGetter = Callable[[Any, int], Any]
 _BUFFER_KEY = struct.Struct(">qq")  # timestamp, arrival sequence

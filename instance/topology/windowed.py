@@ -20,7 +20,7 @@ from instance.topology.processors import OldValues, with_old_values
 from instance.topology.refs import GroupedRef, TableRef
 from instance.topology.topology import source_topics
 from instance.topology.windows import SessionWindows, SlidingWindows, TimeWindows
-from router.core.serdes import LongSerde, Serde
+from kernel.serdes import LongSerde, Serde
 
 AnyWindows = TimeWindows | SlidingWindows | SessionWindows
 

@@ -13,6 +13,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from examples.wordcount import STORE
 from instance.state.checkpoint import read_checkpoint
+from kernel.instance_state import State
+from kernel.local_read import Role
+from kernel.wire_enums import role_of, state_of
 from loadtest.chaos.traffic import Clients
 
 _RESTORE_END = re.compile(r"restore-end store=(\S+) changelog=(\S+)\[(\d+)\] restored=(\d+)")
@@ -27,9 +30,9 @@ def settle_problem(live: Mapping[str, str], tasks: set[str], clients: Clients) -
         except grpc.RpcError as e:
             return f"{asked}: Metadata RPC failed ({e.code().name})"
         seen = {i.instance_id: i for i in md.instances if i.alive}
-        not_running = sorted(i for i in live if i not in seen or seen[i].state != "RUNNING")
+        not_running = sorted(i for i in live if i not in seen or state_of(seen[i].state) is not State.RUNNING)
         if not_running:
-            states = {i: (seen[i].state if i in seen else "absent/dead") for i in not_running}
+            states = {i: (state_of(seen[i].state).name if i in seen else "absent/dead") for i in not_running}
             return f"{asked} sees {states}"
         claims = collections.Counter(t for i in seen.values() for t in i.active_tasks)
         owned = {t for iid, i in seen.items() if iid in live for t in i.active_tasks}
@@ -59,7 +62,8 @@ def active_store_partitions(live: Mapping[str, str], clients: Clients) -> dict[s
             md = clients(target).metadata()
         except grpc.RpcError:
             continue
-        return {i.instance_id: sorted(s.partition for s in i.stores if s.store == STORE and s.role == "ACTIVE")
+        return {i.instance_id: sorted(s.partition for s in i.stores
+                                      if s.store == STORE and role_of(s.role) is Role.ACTIVE)
                 for i in md.instances if i.alive}
     return {}
 

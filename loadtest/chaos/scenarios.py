@@ -50,7 +50,8 @@ from confluent_kafka.admin import AdminClient
 from examples.wordcount import STORE
 from instance.config import StreamsConfig
 from instance.local.cluster import WORDS, LocalCluster, ensure_topic, sample_lines
-from instance.runtime.rebalance_protocol import BROKER_SESSION_TIMEOUT_MS, CONSUMER
+from instance.runtime.rebalance_protocol import BROKER_SESSION_TIMEOUT_MS, CONSUMER, STREAMS
+from instance.runtime.streams_group.group_config import standbys_on_the_group
 from loadtest.chaos import observe
 from loadtest.chaos.result import AT_LEAST_ONCE, EXACTLY_ONCE_V2, RunResult
 from loadtest.chaos.traffic import Clients, LineProducer, LiveTargets, PauseProbe, QueryProber, wall_clock
@@ -216,7 +217,9 @@ def session_timeout_s(config: list[str]) -> float:
     props = dict(c.split("=", 1) for c in config)
     props.update({"application.id": "chaos", "bootstrap.servers": "127.0.0.1:9092"})
     streams = StreamsConfig.from_properties(props)
-    if streams.group_protocol == CONSUMER:  # the broker's setting then, not the client's
+    # the broker's setting then, not the client's (group.consumer.session.timeout.ms,
+    # group.streams.session.timeout.ms: both 45 s by default)
+    if streams.group_protocol in (CONSUMER, STREAMS):
         return BROKER_SESSION_TIMEOUT_MS / 1000
     return streams.session_timeout_ms / 1000
 
@@ -237,6 +240,7 @@ def run_scenario(name: str, bootstrap: str, workdir: Path, seed: int, guarantee:
     config = [f"processing.guarantee={guarantee}", *sc.config, *extra_config]
     result = RunResult(name, guarantee, seed, app_id, workdir, session_timeout_s(config))
     ensure_topic(bootstrap, topic, PARTITIONS)
+    standbys_on_the_group(bootstrap, app_id, dict(c.split("=", 1) for c in config))
     cluster = LocalCluster(bootstrap, APP, app_id, workdir, size=sc.size, extra_config=config,
                            env={"WORDCOUNT_INPUT_TOPIC": topic, "WORDCOUNT_OUTPUT_TOPIC": f"chaos-out-{tag}"})
     if sc.static:
@@ -299,6 +303,9 @@ def _start(cluster: LocalCluster, live: LiveTargets, clients: Clients) -> set[st
         cluster.wait_running(120, expected=3)
     except TimeoutError as e:
         raise ChaosError(f"cluster did not start: {str(e).splitlines()[0]}") from None
+    # (under the streams protocol wait_running also waits until every instance holds tasks: the
+    # joiners get theirs a heartbeat after instance 0 took them all, and a joiner waiting for its
+    # first tasks while the input flows would count as a member the scenario paused)
     for inst in cluster.instances[:3]:
         live.add(inst.instance_id, inst.target)
     tasks = {t for ts in observe.active_tasks(live.snapshot(), clients).values() for t in ts}

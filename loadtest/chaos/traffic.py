@@ -13,8 +13,8 @@ import grpc
 from confluent_kafka import KafkaError, Message, Producer
 
 from examples.wordcount import STORE, split_words
+from kernel.status_details import status_label
 from router.client.sync_client import QueryClient, QueryResult
-from router.core.status_details import status_label
 
 
 class LiveTargets:

@@ -67,8 +67,8 @@ def wait_counts(seed: str, token: str, expected: collections.Counter[str], timeo
     """Seconds until every word's count, read through ``seed`` (up-to-date actives only), is exact."""
     import grpc
 
+    from kernel.security import Security
     from router.client.sync_client import QueryClient
-    from router.core.security import Security
 
     t0 = time.monotonic()
     last: dict[str, Any] = {}
@@ -90,7 +90,7 @@ def wait_committed(bootstrap: str, group: str, topics: list[str], timeout: float
     read is left to process again, so a kill now loses and doubles nothing, even at-least-once."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from router.core.kafka_log import client_logging
+    from kernel.kafka_log import client_logging
 
     t0 = time.monotonic()
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,

@@ -33,7 +33,7 @@ class DisruptionRefused(Exception):
 @dataclass
 class Options:
     root: Path
-    #: image entrypoint -> local command (e.g. "iqmesh" -> [python, -m, instance.cli])
+    #: image entrypoint -> local command (e.g. "iqmesh" -> [python, -m, iqmesh])
     entrypoint: list[str]
     commands: Mapping[str, list[str]]
     base_env: Mapping[str, str]
@@ -229,5 +229,5 @@ class StatefulSetSim:
 
 def local_commands(python: str) -> dict[str, list[str]]:
     """The image's commands, run from this checkout."""
-    return {"iqmesh": [python, "-m", "instance.cli"], "python": [python]}
+    return {"iqmesh": [python, "-m", "iqmesh"], "python": [python]}
 

@@ -9,10 +9,10 @@ from typing import Any, Protocol
 
 import grpc
 
+from kernel.security import Security
+from kernel.status_details import status_label
 from loadtest.loadgen.recorder import Answer
 from router.client.async_client import AsyncQueryClient
-from router.core.security import Security
-from router.core.status_details import status_label
 
 
 class QueryFailed(Exception):

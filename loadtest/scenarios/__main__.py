@@ -44,6 +44,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--steady", type=float, help=f"steady: seconds of nothing (default: {Settings.steady_s:g})")
     p.add_argument("--guarantee", choices=("exactly_once_v2", "at_least_once"),
                    help="processing.guarantee put in the rendered app.properties (default: exactly_once_v2)")
+    p.add_argument("--group-protocol", choices=("classic", "consumer", "streams"),
+                   help="group.protocol put in the rendered app.properties (default: the overlay's, classic)")
     p.add_argument("--session-timeout-ms", type=int,
                    help="session.timeout.ms put in the rendered app.properties (default: the overlay's)")
     p.add_argument("--membership", choices=("static", "dynamic"),
@@ -66,7 +68,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
     for field, value in (("query_rate", args.query_rate), ("ingest_rate", args.ingest_rate),
                          ("quiet_s", args.quiet), ("steady_s", args.steady), ("guarantee", args.guarantee),
                          ("timeout", args.timeout), ("session_timeout_ms", args.session_timeout_ms),
-                         ("membership", args.membership)):
+                         ("membership", args.membership), ("group_protocol", args.group_protocol)):
         if value is not None:
             s = replace(s, **{field: value})
     return s

@@ -8,35 +8,55 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
+from kernel.instance_state import State
+from kernel.wire_enums import state_of
 from router.client.sync_client import QueryClient
 
 _RESTORE_END = re.compile(r"restore-end store=(\S+) changelog=(\S+)\[(\d+)\] restored=(\d+)")
 
 
-def unsettled(client: QueryClient, pods: Iterable[str], tasks: int) -> str | None:
+@dataclass(frozen=True)
+class Unsettled:
+    """Why the cluster is not settled (``why``, for people) and whether a pod is rebalancing."""
+
+    why: str
+    rebalancing: bool = False
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def unsettled(client: QueryClient, pods: Iterable[str], tasks: int, spread: bool = False) -> Unsettled | None:
     """None when every pod in ``pods`` is alive and RUNNING in the routing table, each of the
-    ``tasks`` tasks active on exactly one of them and nothing restoring; else why not."""
+    ``tasks`` tasks active on exactly one of them and nothing restoring (``spread``: and every pod
+    holding one when there are enough; the streams protocol's assignor moves tasks to joiners a
+    heartbeat or a warm-up later); else why not."""
     try:
         md = client.metadata()
     except grpc.RpcError as e:
-        return f"Metadata failed: {e.code().name if isinstance(e, grpc.Call) else e}"
+        return Unsettled(f"Metadata failed: {e.code().name if isinstance(e, grpc.Call) else e}")
     seen = {i.instance_id: i for i in md.instances if i.alive}
     wanted = set(pods)
-    not_running = {p: seen[p].state if p in seen else "absent" for p in sorted(wanted)
-                   if p not in seen or seen[p].state != "RUNNING"}
+    states = {p: state_of(seen[p].state) for p in wanted if p in seen}
+    not_running = {p: states[p].name if p in states else "absent" for p in sorted(wanted)
+                   if states.get(p) is not State.RUNNING}
     if not_running:
-        return f"not RUNNING: {not_running}"
+        return Unsettled(f"not RUNNING: {not_running}", State.REBALANCING in states.values())
     extra = sorted(set(seen) - wanted)
     if extra:
-        return f"still in the table: {extra}"
+        return Unsettled(f"still in the table: {extra}")
     claims = collections.Counter(t for i in seen.values() for t in i.active_tasks)
     restoring = sorted(t for i in seen.values() for t in i.restoring_tasks)
     if len(claims) < tasks or any(n > 1 for n in claims.values()) or restoring:
-        return f"active tasks {dict(claims)}, restoring {restoring}"
+        return Unsettled(f"active tasks {dict(claims)}, restoring {restoring}")
+    idle = sorted(p for p in wanted if not seen[p].active_tasks)
+    if spread and len(claims) >= len(wanted) and idle:
+        return Unsettled(f"pods without tasks yet: {idle}")
     return None
 
 
@@ -88,7 +108,7 @@ class Watcher(threading.Thread):
             if why is not None and since is None:
                 since = now
                 self.episodes += 1
-                self.mark("rebalance" if "REBALANCING" in why else "unserved", why[:120])
+                self.mark("rebalance" if why.rebalancing else "unserved", why.why[:120])
             elif why is None and since is not None:
                 self.unserved_s += now - since
                 since = None

@@ -20,6 +20,7 @@ from typing import Any
 
 import grpc
 
+from kernel.security import Security
 from loadtest.k8s_sim.manifests import Rendered, render
 from loadtest.k8s_sim.network import NODE_IP, ClusterNetwork
 from loadtest.k8s_sim.smoke import K8S, EventLog, query_seed
@@ -28,7 +29,6 @@ from loadtest.loadgen.plot import plot
 from loadtest.scenarios.ingest import Ingest
 from loadtest.scenarios.observe import Watcher, read_counts, restored, unsettled
 from router.client.sync_client import QueryClient
-from router.core.security import Security
 
 #: events worth a line on the plot
 PLOTTED = frozenset({"step", "signal", "volume lost", "ready", "terminated", "scale", "rolling update",
@@ -57,6 +57,8 @@ class Settings:
     overlay: str = "dev"
     #: "static" (the manifests: group.instance.id = pod name) or "dynamic" (that flag dropped)
     membership: str = "static"
+    #: group.protocol put in app.properties (None: the overlay's, classic)
+    group_protocol: str | None = None
 
 
 class WallEvents(EventLog):
@@ -67,8 +69,9 @@ class WallEvents(EventLog):
 
 
 def patched(rendered: Rendered, settings: Settings) -> Rendered:
-    """The rendering with the scenario's properties: the processing guarantee, replication
-    factor 1 on a single Apache Kafka broker (the overlay asks for 3), dynamic membership if asked."""
+    """The rendering with the scenario's properties: the processing guarantee, the group protocol,
+    replication factor 1 on a single Apache Kafka broker (the overlay asks for 3), dynamic
+    membership if asked."""
     docs = [copy.deepcopy(d) for d in rendered.docs]
     for d in docs:
         if d["kind"] == "ConfigMap" and "app.properties" in (d.get("data") or {}):
@@ -77,6 +80,9 @@ def patched(rendered: Rendered, settings: Settings) -> Rendered:
             if settings.session_timeout_ms is not None:
                 text = re.sub(r"(?m)^session\.timeout\.ms=.*$", f"session.timeout.ms={settings.session_timeout_ms}",
                               text)
+            if settings.group_protocol is not None:
+                text = re.sub(r"(?m)^group\.protocol=.*\n?", "", text).rstrip("\n") + \
+                    f"\ngroup.protocol={settings.group_protocol}\n"
             if settings.engine == "kafka":
                 text = re.sub(r"(?m)^replication\.factor=.*$", "replication.factor=1", text)
             d["data"]["app.properties"] = text
@@ -138,12 +144,25 @@ class Scenario:
         self.broker.start()
         self.log.mark("broker ready", self.bootstrap)
         ensure_topic(self.bootstrap, INPUT_TOPIC, self.s.partitions)
+        self._group_settings()
         options = Options(self.root, ["iqmesh"], local_commands(sys.executable),
                           {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root), "LANG": "C.UTF-8"})
         sts = StatefulSetSim(self.rendered, "iqmesh", self.net, options, self.log)
         self.sts = sts
         sts.scale(self.s.replicas, timeout=self.s.timeout)
         return sts
+
+    def _group_settings(self) -> None:
+        """Under the streams protocol the group, not the client, holds the number of standbys: the
+        properties' ``num.standby.replicas`` is set on the group, as an operator would."""
+        from instance.runtime.streams_group.group_config import standbys_on_the_group
+
+        maps = [c.get("data") or {} for c in self.rendered.of_kind("ConfigMap")]
+        text = next(d["app.properties"] for d in maps if "app.properties" in d)
+        props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+        app = next(d["APPLICATION_ID"] for d in maps if "APPLICATION_ID" in d)
+        if standbys_on_the_group(self.bootstrap, app, props):
+            self.log.mark("group configured", f"num.standby.replicas={props['num.standby.replicas']}")
 
     def _spawn(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         with open(log, "ab") as f:
@@ -156,7 +175,7 @@ class Scenario:
         from instance.local.broker import free_port
 
         port = free_port()
-        self._spawn([sys.executable, "-m", "instance.cli", "gateway", "--seeds", seed, "--port", str(port),
+        self._spawn([sys.executable, "-m", "iqmesh", "gateway", "--seeds", seed, "--port", str(port),
                      "--config", f"iqmesh.auth.token={token}"], self.root / "gateway.log")
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -171,11 +190,16 @@ class Scenario:
                 time.sleep(0.2)
 
     # -- waits ------------------------------------------------------------------------------------
+    @property
+    def _spread(self) -> bool:
+        """Settled means every pod holds tasks too (the broker places them, in steps)."""
+        return self.s.group_protocol == "streams"
+
     def _wait_settled(self, client: QueryClient, tasks: int, since: float) -> float:
         assert self.sts is not None
         deadline = time.monotonic() + self.s.timeout
         while True:
-            why = unsettled(client, [p.name for p in self.sts.pods.values()], tasks)
+            why = unsettled(client, [p.name for p in self.sts.pods.values()], tasks, self._spread)
             if why is None:
                 return round(time.monotonic() - since, 1)
             if time.monotonic() > deadline:
@@ -186,7 +210,7 @@ class Scenario:
         deadline = time.monotonic() + self.s.timeout
         while True:
             assert self.sts is not None
-            if unsettled(client, [p.name for p in self.sts.pods.values()], 1) is None:
+            if unsettled(client, [p.name for p in self.sts.pods.values()], 1, self._spread) is None:
                 md = client.metadata()
                 return sum(len(i.active_tasks) for i in md.instances if i.alive)
             if time.monotonic() > deadline:

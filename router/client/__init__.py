@@ -2,6 +2,6 @@
 async clients, watches, scan pages, and the forwarding hop and scatter an instance uses when it
 passes a query on (the query server is a client of its peers then).
 
-It builds on :mod:`router.core` only: nothing from ``instance`` or ``router.gateway``
+It builds on :mod:`kernel` only: nothing from ``instance`` or ``router.gateway``
 (tests/unit/test_import_graph.py).
 """

@@ -12,6 +12,11 @@ from typing import Any, TypeVar
 
 import grpc
 
+from kernel.channels import AioChannelPool
+from kernel.probe import nothing_listens
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_wire import ScanRequest
+from kernel.security import NO_SECURITY, Security
 from router.client.client_core import KeyArg, QueryResult, ScanMethods, WindowsResult, is_unreachable, prepare_scan
 from router.client.client_steps import (
     MAX_TABLE_AGE_S,
@@ -28,11 +33,6 @@ from router.client.client_steps import (
 from router.client.routing_table import RoutingTable
 from router.client.scan_pages import AsyncScan
 from router.client.watch_client import AsyncWatch, watch_of
-from router.core.channels import AioChannelPool
-from router.core.probe import nothing_listens
-from router.core.scan_wire import ScanRequest
-from router.core.security import NO_SECURITY, Security
-from router.rpc import iqmesh_pb2 as pb
 
 T = TypeVar("T")
 

@@ -22,22 +22,23 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 
+from kernel.application_guard import is_wrong_application
+from kernel.options import QueryOptions
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_wire import ScanRequest
+from kernel.status_details import Trailer, refusal_of, refusal_status, refusal_text
+from kernel.unavailable import FailureReason, UnavailableError
+from kernel.wire_enums import role_of, state_of
 from router.client.forward import FORWARD_TIMEOUT_S
 from router.client.routing_table import RoutingTable, decode_value
-from router.core.application_guard import is_wrong_application
-from router.core.options import QueryOptions
-from router.core.scan_wire import ScanRequest
-from router.core.status_details import Trailer, refusal_of, refusal_status, refusal_text
-from router.core.unavailable import UnavailableError, UnavailableReason
-from router.rpc import iqmesh_pb2 as pb
 
 #: a key as the client takes it: text parsed with the store's key serde, the serialized bytes, or
 #: any other value as its JSON text (numbers for int/long keys, objects for json keys)
 KeyArg = str | bytes | int | float | dict[str, Any] | list[Any]
 
 #: refusals a fresher table or a little time can cure
-RETRY_REASONS = frozenset({UnavailableReason.NOT_ACTIVE, UnavailableReason.REBALANCING,
-                           UnavailableReason.NOT_AVAILABLE})
+RETRY_REASONS = frozenset({FailureReason.NOT_ACTIVE, FailureReason.REBALANCING,
+                           FailureReason.NOT_AVAILABLE})
 #: a table older than this is fetched again before use (it is also fetched after a routing failure)
 MAX_TABLE_AGE_S = 30.0
 #: an entry instance that could not be reached is asked after the others for this long
@@ -63,9 +64,11 @@ class QueryResult:
 
 
 def metadata_to_dict(md: pb.ReadMetadata) -> dict[str, Any]:
+    """Read metadata as plain data; role and state as their enums (None: a role this version does
+    not know), which JSON prints as their names."""
     return {
-        "served_by": md.served_by, "endpoint": md.endpoint, "role": md.role,
-        "instance_state": md.instance_state, "partition": md.partition, "position": md.position,
+        "served_by": md.served_by, "endpoint": md.endpoint, "role": role_of(md.role),
+        "instance_state": state_of(md.instance_state), "partition": md.partition, "position": md.position,
         "end_offset": md.end_offset, "lag": md.lag, "stale": md.stale, "forwarded": md.forwarded,
         "position_token": md.position_token,
     }
@@ -73,18 +76,19 @@ def metadata_to_dict(md: pb.ReadMetadata) -> dict[str, Any]:
 
 def routing_table_to_dict(reply: pb.MetadataReply) -> dict[str, Any]:
     """The routing table as plain JSON: snake_case keys, numbers as numbers (protobuf's JSON mapping
-    gives camelCase and int64 as strings), lists sorted."""
+    gives camelCase and int64 as strings), lists sorted, states and roles as their enums (JSON prints
+    their names)."""
     return {
         "asked": reply.asked,
         "store_partitions": dict(sorted(reply.store_partitions.items())),
         # every instance holds these whole and answers them itself (not in store_partitions)
         "global_stores": sorted(r.store for r in reply.store_routes if r.global_store),
         "instances": [{
-            "instance_id": i.instance_id, "endpoint": i.endpoint, "state": i.state, "alive": i.alive,
+            "instance_id": i.instance_id, "endpoint": i.endpoint, "state": state_of(i.state), "alive": i.alive,
             "heartbeat_age_ms": i.heartbeat_age_ms, "heartbeat_interval_ms": i.heartbeat_interval_ms,
             "session_timeout_ms": i.session_timeout_ms, "active_tasks": sorted(i.active_tasks),
             "standby_tasks": sorted(i.standby_tasks), "restoring_tasks": sorted(i.restoring_tasks),
-            "stores": [{"store": s.store, "partition": s.partition, "role": s.role, "position": s.position,
+            "stores": [{"store": s.store, "partition": s.partition, "role": role_of(s.role), "position": s.position,
                         "end_offset": s.end_offset, "lag": s.lag}
                        for s in sorted(i.stores, key=lambda s: (s.store, s.partition, s.role))],
         } for i in reply.instances],
@@ -230,7 +234,7 @@ class Seeds:
 class ClientError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
     """A status the client decided itself (no instance answered with one), shaped like the
     servers' errors (a refusal's reason and tried instance ids in the typed details its trailing
-    metadata carries: router/core/status_details.py) and, like grpcio's own errors, a finished
+    metadata carries: kernel/status_details.py) and, like grpcio's own errors, a finished
     ``grpc.Call``."""
 
     def __init__(self, code: grpc.StatusCode, details: str, trailing_metadata: Trailer = ()) -> None:
@@ -282,7 +286,7 @@ def unavailable(e: UnavailableError) -> ClientError:
 def global_exhausted(store: str, refused: list[UnavailableError], tried: list[str]) -> UnavailableError:
     """The error when none of the endpoints ``tried`` answered a Get of global store ``store``."""
     detail = "; ".join(str(e) for e in refused[:3]) or "no instance known"
-    return UnavailableError(UnavailableReason.most_relevant(e.reason for e in refused),
+    return UnavailableError(FailureReason.most_relevant(e.reason for e in refused),
                             f"no instance could answer global store {store!r}: {detail}", tried=tried)
 
 

@@ -23,6 +23,10 @@ from typing import Any, Protocol, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from kernel.application_guard import is_wrong_application
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_wire import ScanRequest, method_of
+from kernel.unavailable import UnavailableError
 from router.client.client_core import (
     MAX_TABLE_AGE_S,
     RETRY_REASONS,
@@ -50,10 +54,6 @@ from router.client.client_core import (
 from router.client.forward import direct, raise_refusal
 from router.client.query_router import QueryRouter
 from router.client.routing_table import RoutingTable
-from router.core.application_guard import is_wrong_application
-from router.core.scan_wire import ScanRequest, method_of
-from router.core.unavailable import UnavailableError
-from router.rpc import iqmesh_pb2 as pb
 
 T = TypeVar("T")
 
@@ -89,7 +89,7 @@ class Refresh:
 @dataclass(frozen=True)
 class Probe:
     """Whether nothing listens at any of ``endpoints`` (every TCP connection refused): the driver
-    answers with router.core.probe.nothing_listens, off the event loop in the async client."""
+    answers with kernel.probe.nothing_listens, off the event loop in the async client."""
 
     endpoints: tuple[str, ...]
 
@@ -124,7 +124,7 @@ class ClientCore:
             position: str = "", timeout: float | None = None) -> Steps[QueryResult]:
         """The value of ``key``, from its active (or, with ``allow_stale``, a standby) replica.
         Raises ``grpc.RpcError``: NOT_FOUND (unknown store), INVALID_ARGUMENT, UNAVAILABLE (a
-        refusal, its reason in the typed details: router.core.status_details.refusal_of) once the
+        refusal, its reason in the typed details: kernel.status_details.refusal_of) once the
         deadline leaves no time to retry."""
         deadline = Deadline.within(self.timeout if timeout is None else timeout)
         request = get_request(store, key, allow_stale, max_lag, position)

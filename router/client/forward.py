@@ -6,12 +6,12 @@ from typing import NoReturn
 
 import grpc
 
-from router.core.application_guard import is_wrong_application
-from router.core.channels import ChannelPool
-from router.core.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
-from router.core.status_details import refusal_of
-from router.core.unavailable import UnavailableError, UnavailableReason
-from router.rpc import iqmesh_pb2 as pb
+from kernel.application_guard import is_wrong_application
+from kernel.channels import ChannelPool
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
+from kernel.status_details import refusal_of
+from kernel.unavailable import FailureReason, UnavailableError
 
 FORWARD_TIMEOUT_S = 5.0
 #: kept from the caller's remaining time for the answer's way back (at most a fifth of it)
@@ -35,12 +35,12 @@ def refusal(endpoint: str, e: grpc.RpcError) -> UnavailableError | None:
     error, e.g. NOT_FOUND or INVALID_ARGUMENT, for the caller to pass through). A server of
     another application at ``endpoint`` is not the replica wanted: NOT_AVAILABLE too."""
     if is_wrong_application(e):
-        return UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e.details()}")
+        return UnavailableError(FailureReason.NOT_AVAILABLE, f"{endpoint}: {e.details()}")
     if e.code() not in _TRY_NEXT:
         return None
     refused = refusal_of(e)
     if refused is None:
-        return UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e.details() or ''}")
+        return UnavailableError(FailureReason.NOT_AVAILABLE, f"{endpoint}: {e.details() or ''}")
     return UnavailableError(refused.reason, f"{endpoint}: {refused.message}", standby_holds=refused.standby_holds)
 
 
@@ -80,6 +80,29 @@ def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
     return reply
 
 
+#: the Get method's path, called with bytes by :func:`forward_get_bytes`
+GET_METHOD = "/iqmesh.v1.InteractiveQuery/Get"
+#: ``forwarded: true`` as encoded in a GetRequest (field 5, varint 1). Appended to a request's
+#: bytes it sets the field whatever they held: the last value of a scalar field wins.
+FORWARDED_REQUEST = b"\x28\x01"
+#: ``metadata { forwarded: true }`` as encoded in a GetReply (field 3, length 2, holding
+#: ReadMetadata's field 10, varint 1). Appended to a reply's bytes it sets metadata.forwarded and
+#: keeps every other field of the metadata: occurrences of a message field are merged.
+FORWARDED_REPLY = b"\x1a\x02\x50\x01"
+
+
+def forward_get_bytes(pool: ChannelPool, endpoint: str, request: bytes,
+                      timeout: float = FORWARD_TIMEOUT_S) -> bytes:
+    """:func:`forward_get` on serialized messages: ``request`` (a GetRequest's bytes, as the
+    caller sent them) passed on marked forwarded, and the reply's bytes returned marked as
+    answered by another instance, neither parsed nor encoded again. Errors as :func:`ask_get`."""
+    try:
+        reply = pool.bytes_call(endpoint, GET_METHOD)(request + FORWARDED_REQUEST, timeout=timeout)
+    except grpc.RpcError as e:
+        raise_refusal(endpoint, e)
+    return reply + FORWARDED_REPLY
+
+
 def forward_fetch(pool: ChannelPool, endpoint: str, request: pb.WindowFetchRequest | pb.SessionFetchRequest,
                   timeout: float = FORWARD_TIMEOUT_S) -> pb.WindowFetchReply:
     """``forward_get`` for WindowFetch and SessionFetch."""
@@ -108,7 +131,7 @@ def forward_scan(pool: ChannelPool, endpoint: str, request: ScanRequest,
     except grpc.RpcError as e:
         raise_refusal(endpoint, e)
     except ValueError as e:
-        raise UnavailableError(UnavailableReason.NOT_AVAILABLE, f"{endpoint}: {e}") from e
+        raise UnavailableError(FailureReason.NOT_AVAILABLE, f"{endpoint}: {e}") from e
     for status in page.partitions:
         status.metadata.forwarded = True
     return page

@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, TypeVar
 
-from router.core.instance_state import State
-from router.core.metadata import ClusterView, task_lag
-from router.core.options import QueryOptions
-from router.core.task_id import TaskId
-from router.core.unavailable import UnavailableError, UnavailableReason
+from kernel.instance_state import RUNNING_OR_REBALANCING, State
+from kernel.metadata import ClusterView, task_lag
+from kernel.options import QueryOptions
+from kernel.task_id import TaskId
+from kernel.unavailable import FailureReason, UnavailableError
 
 R = TypeVar("R")
 S = TypeVar("S")
 
 #: refusals of the active that a standby's (stale) answer gets around
-_STALE_HELPS = (UnavailableReason.REBALANCING, UnavailableReason.NOT_ACTIVE, UnavailableReason.NOT_AVAILABLE)
+_STALE_HELPS = (FailureReason.REBALANCING, FailureReason.NOT_ACTIVE, FailureReason.NOT_AVAILABLE)
 
 
 class Candidate(NamedTuple):
@@ -47,7 +47,7 @@ class QueryRouter:
         RUNNING or REBALANCING the active is left out (the view may be stale or empty then)."""
         infos = []
         # only while RUNNING or REBALANCING does this instance trust the view enough to route to the active
-        owner = self.view.owner(task) if local_state.is_running_or_rebalancing() else None
+        owner = self.view.owner(task) if local_state in RUNNING_OR_REBALANCING else None
         if owner is not None:
             infos.append(owner)
         if options.allow_stale:
@@ -92,20 +92,20 @@ class QueryRouter:
         raise attempt.exhausted()
 
     def plan(self, store: str, task: TaskId, options: QueryOptions,
-             local_state: State = State.RUNNING) -> tuple[list[Candidate], list[UnavailableReason]]:
+             local_state: State = State.RUNNING) -> tuple[list[Candidate], list[FailureReason]]:
         """The candidates to ask, in order, and the reasons of those skipped (lag above
         ``max_lag``). Raises UnavailableError when ``task`` has no live replica at all."""
         candidates = self.candidates(task, options, local_state)
         if not candidates:
             rebalancing = local_state is State.REBALANCING or bool(self.view.instances())
             raise UnavailableError(
-                UnavailableReason.REBALANCING if rebalancing else UnavailableReason.NOT_AVAILABLE,
+                FailureReason.REBALANCING if rebalancing else FailureReason.NOT_AVAILABLE,
                 f"no live replica of {store!r} partition {task.partition} (instance state {local_state.name})",
                 standby_holds=self.standby_holds(task, options))
         if options.max_lag is None:
             return candidates, []
         within = [c for c in candidates if c.lag <= options.max_lag]
-        return within, [UnavailableReason.NO_REPLICA_WITHIN_LAG] * (len(candidates) - len(within))
+        return within, [FailureReason.NO_REPLICA_WITHIN_LAG] * (len(candidates) - len(within))
 
     def standby_holds(self, task: TaskId, options: QueryOptions) -> bool:
         """A strict read and a standby holds the partition: a stale read would be answered there."""
@@ -124,7 +124,7 @@ class _Attempt:
         self.router, self.store, self.task, self.options, self.local_state = router, store, task, options, local_state
         self.candidates, self.skipped = router.plan(store, task, options, local_state)
         self.tried: list[str] = []
-        self.reasons: list[UnavailableReason] = []
+        self.reasons: list[FailureReason] = []
 
     def asking(self, candidate: Candidate) -> str | None:
         """``candidate`` is asked now: its endpoint, None when it is this instance."""
@@ -135,7 +135,7 @@ class _Attempt:
         """Every candidate refused or was skipped: the most relevant reason, and how to read a
         standby instead when that would help."""
         reasons = self.reasons + self.skipped
-        reason = UnavailableReason.most_relevant(reasons)
+        reason = FailureReason.most_relevant(reasons)
         holds = reason in _STALE_HELPS and self.router.standby_holds(self.task, self.options)
         message = (f"no replica of {self.store!r} partition {self.task.partition} could answer "
                    f"({', '.join(r.name for r in reasons)})")

@@ -13,14 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from router.core.instance_state import State
-from router.core.local_read import Role
-from router.core.metadata import ClusterView, InstanceInfo, StorePartitionInfo
-from router.core.partitioner import default_partition
-from router.core.query_keys import MAX_QUERY_KEY_BYTES
-from router.core.serdes import Serde, serde_by_name
-from router.core.task_id import TaskId
-from router.rpc import iqmesh_pb2 as pb
+from kernel.metadata import ClusterView, InstanceInfo, StorePartitionInfo
+from kernel.partitioner import default_partition
+from kernel.query_keys import MAX_QUERY_KEY_BYTES
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.serdes import Serde, serde_by_name
+from kernel.task_id import TaskId
+from kernel.wire_enums import role_of, state_of
 
 
 @dataclass(frozen=True)
@@ -68,12 +67,12 @@ class RoutingTable:
                        for r in reply.store_routes}
         sub_of = {r.store: r.subtopology for r in self.stores.values() if not r.global_store}
         self.view = FrozenView({i.instance_id for i in reply.instances if i.alive})
-        for i in reply.instances:  # the wire's names and task-id text become types here
-            stores = tuple(StorePartitionInfo(s.store, s.partition, Role(s.role), s.position, s.end_offset,
+        for i in reply.instances:  # the wire's enums and task-id text become types here
+            stores = tuple(StorePartitionInfo(s.store, s.partition, role, s.position, s.end_offset,
                                               TaskId(sub_of[s.store], s.partition) if s.store in sub_of else None)
-                           for s in i.stores)
+                           for s in i.stores if (role := role_of(s.role)) is not None)
             self.view.update(InstanceInfo(
-                instance_id=i.instance_id, endpoint=i.endpoint, state=State.named(i.state),
+                instance_id=i.instance_id, endpoint=i.endpoint, state=state_of(i.state),
                 active_tasks=_task_ids(i.active_tasks), standby_tasks=_task_ids(i.standby_tasks),
                 restoring_tasks=_task_ids(i.restoring_tasks), assigned_at_ms=i.assigned_at_ms, stores=stores))
         self._serdes: dict[str, Serde | None] = {}

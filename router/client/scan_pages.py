@@ -13,9 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from dataclasses import dataclass
 from typing import Any
 
-from router.core.scan_wire import ReceivedPage, ScanRequest, read_stream
-from router.core.serdes import BytesSerde, Serde, serde_by_name
-from router.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_wire import ReceivedPage, ScanRequest, read_stream
+from kernel.serdes import BytesSerde, Serde, serde_by_name
+from kernel.unavailable import FailureReason
+from kernel.wire_enums import reason_of, role_of, state_of
 
 
 @dataclass(frozen=True)
@@ -32,13 +34,14 @@ class ScanItem:
 
 
 def status_to_dict(s: pb.PartitionStatus) -> dict[str, Any]:
-    """A partition's status as plain data (read metadata when it answered, else the reason)."""
+    """A partition's status as plain data (read metadata when it answered, else the reason); role,
+    state and reason as their enums, which JSON prints as their names."""
     if s.available:
         m = s.metadata
-        return {"partition": s.partition, "available": True, "served_by": m.served_by, "role": m.role,
-                "instance_state": m.instance_state, "position": m.position, "end_offset": m.end_offset,
+        return {"partition": s.partition, "available": True, "served_by": m.served_by, "role": role_of(m.role),
+                "instance_state": state_of(m.instance_state), "position": m.position, "end_offset": m.end_offset,
                 "lag": m.lag, "stale": m.stale, "forwarded": m.forwarded, "position_token": m.position_token}
-    return {"partition": s.partition, "available": False, "reason": s.reason, "message": s.message,
+    return {"partition": s.partition, "available": False, "reason": reason_of(s.reason), "message": s.message,
             "tried": list(s.tried)}
 
 
@@ -84,7 +87,7 @@ class Scan:
         #: partition -> what it reported on the last page that asked it (status_to_dict)
         self.partitions: dict[int, dict[str, Any]] = {}
         #: partition -> reason, for partitions that could not answer on some page
-        self.missing: dict[int, str] = {}
+        self.missing: dict[int, FailureReason] = {}
         #: partition -> its status on the first and the last page that asked it
         self.reports: dict[int, PartitionReport] = {}
         self.pages = 0
@@ -169,7 +172,7 @@ class _Pages:
             first = scan.reports[s.partition].first if s.partition in scan.reports else s
             scan.reports[s.partition] = PartitionReport(first, s)
             if not s.available:
-                scan.missing.setdefault(s.partition, s.reason)
+                scan.missing.setdefault(s.partition, reason_of(s.reason))
             elif s.partition == scan.followed and s.metadata.position_token and s.metadata.position >= 0:
                 self.bound = s.metadata.position_token  # later pages: never older than this one
         kd, vd = self.decode[0].deserialize, self.decode[1].deserialize

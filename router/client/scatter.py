@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from router.core.unavailable import UnavailableError, UnavailableReason
+from kernel.unavailable import FailureReason, UnavailableError
 
 
 class Keyed(Protocol):
@@ -46,7 +46,7 @@ class PartitionFailure:
     """Why a partition could not answer (the reason routing reported, the instances it tried)."""
 
     partition: int
-    reason: UnavailableReason
+    reason: FailureReason
     message: str
     tried: tuple[str, ...] = ()
 
@@ -108,7 +108,7 @@ def incomplete_error(store: str, failures: Sequence[PartitionFailure]) -> Unavai
     its name first in their details), then each partition's reason."""
     detail = "; ".join(f"partition {f.partition}: {f.reason.name} ({f.message})" for f in failures)
     tried = tuple(dict.fromkeys(t for f in failures for t in f.tried))
-    return UnavailableError(UnavailableReason.most_relevant(f.reason for f in failures),
+    return UnavailableError(FailureReason.most_relevant(f.reason for f in failures),
                             f"{len(failures)} partition(s) of {store!r} could not answer: {detail}", tried=tried)
 
 

@@ -12,6 +12,11 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from kernel.channels import AioChannelPool, ChannelPool
+from kernel.probe import nothing_listens
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_wire import ScanRequest
+from kernel.security import NO_SECURITY, Security
 from router.client.client_core import (
     KeyArg,
     QueryResult,
@@ -36,11 +41,6 @@ from router.client.client_steps import (
 from router.client.routing_table import RoutingTable
 from router.client.scan_pages import Scan, ScanItem
 from router.client.watch_client import Watch, watch_of
-from router.core.channels import AioChannelPool, ChannelPool
-from router.core.probe import nothing_listens
-from router.core.scan_wire import ScanRequest
-from router.core.security import NO_SECURITY, Security
-from router.rpc import iqmesh_pb2 as pb
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ T = TypeVar("T")
 class QueryClient(ScanMethods[Scan]):
     """``QueryClient("127.0.0.1:50051").get("counts", "kafka")``. ``target``: one or more seed
     instances (``"h1:p1,h2:p2"`` or a list); ``timeout``: the default deadline of a call, retries
-    included; ``security``: TLS and the bearer token (router.core.security). The methods are
+    included; ``security``: TLS and the bearer token (kernel.security). The methods are
     :class:`router.client.async_client.AsyncQueryClient`'s; scans and watches are plain iterators."""
 
     def __init__(self, target: str | Sequence[str], timeout: float = 10.0, *, security: Security = NO_SECURITY,

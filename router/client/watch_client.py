@@ -19,10 +19,10 @@ from typing import Any, cast
 
 import grpc
 
+from kernel.application_guard import is_wrong_application
+from kernel.rpc import iqmesh_pb2 as pb
 from router.client.client_core import KeyArg, as_call, key_message
 from router.client.scan_pages import decode_serde
-from router.core.application_guard import is_wrong_application
-from router.rpc import iqmesh_pb2 as pb
 
 #: gRPC codes after which another instance is asked with the last token (the instance went away,
 #: is shutting down, or serves as many watches as it may)

@@ -19,7 +19,7 @@ from aiohttp import web
 from router.client.async_client import AsyncQueryClient
 from router.client.scan_pages import AsyncScan, Scan, ScanItem
 from router.gateway.context import Gateway, gateway_of
-from router.gateway.errors import ApiError, bad_request, from_rpc_error
+from router.gateway.errors import UNREACHABLE, ApiError, bad_request, from_rpc_error
 from router.gateway.params import (
     DEFAULT_PAGE,
     RANGE_PARAMS,
@@ -178,7 +178,7 @@ async def list_instances(request: web.Request) -> web.Response:
     snap = gw.poller.latest
     assert snap is not None
     if not snap.metadata:
-        raise ApiError(503, "UNAVAILABLE", snap.error or "no routing table yet", reason="UNREACHABLE", tried=[])
+        raise ApiError(503, "UNAVAILABLE", snap.error or "no routing table yet", reason=UNREACHABLE, tried=[])
     doc = snap.to_json(gw.metrics)
     return web.json_response({k: doc[k] for k in ("instances", "asked", "via", "at_ms", "age_ms", "error")})
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from router.core.ports import check_port_free
-from router.core.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
+from kernel.ports import check_port_free
+from kernel.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
 from router.gateway import api, dashboard, events, openapi, ops, protocol_errors
 from router.gateway.auth import auth_middleware
 from router.gateway.context import GATEWAY, Gateway, GatewayConfig

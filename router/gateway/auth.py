@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from router.core.security import Security, bearer
+from kernel.security import Security, bearer
 from router.gateway.errors import ApiError, Handler, error_response
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})

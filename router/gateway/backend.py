@@ -15,9 +15,9 @@ from typing import TypeVar
 
 import grpc
 
+from kernel.channels import AioChannelPool
+from kernel.security import NO_SECURITY, Security
 from router.client.async_client import LAST_ENTRY, AsyncQueryClient
-from router.core.channels import AioChannelPool
-from router.core.security import NO_SECURITY, Security
 from router.gateway.discovery import Discovery
 from router.gateway.errors import UNREACHABLE, is_refusal, unavailable
 

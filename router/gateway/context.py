@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from router.core.security import NO_SECURITY, Security
+from kernel.security import NO_SECURITY, Security
 from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery, TopicDiscovery
 from router.gateway.metrics import GatewayMetrics
@@ -26,7 +26,9 @@ class GatewayConfig:
     timeout: float = 10.0
     poll_interval: float = 1.0
     security: Security = NO_SECURITY
-    #: librdkafka settings of the instances-topic reader (security.protocol, sasl.*, ssl.* ...)
+    #: Kafka client settings as a properties file gives them (security.protocol, sasl.*, ssl.*,
+    #: consumer.* ...): the instances-topic reader's, built by kernel/kafka_clients.py as the
+    #: instances build theirs
     kafka: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -10,7 +10,8 @@ import threading
 import time
 from collections.abc import Mapping
 
-from router.core.metadata import ClusterView
+from kernel.instance_state import State
+from kernel.metadata import ClusterView
 
 
 class Discovery:
@@ -35,7 +36,7 @@ class Discovery:
         with self._lock:
             self._learned = list(alive)
 
-    def last_heard(self) -> dict[str, tuple[str, int]]:
+    def last_heard(self) -> dict[str, tuple[State, int]]:
         """Instance id -> (state, heartbeat age in ms) as the instances last said themselves
         outside the routing table (the instances topic); empty for seeds."""
         return {}
@@ -69,10 +70,10 @@ class TopicDiscovery(Discovery):
     def found(self) -> list[str]:
         return [i.endpoint for i in self.view.instances() if self.view.is_alive(i) and i.endpoint]
 
-    def last_heard(self) -> dict[str, tuple[str, int]]:
+    def last_heard(self) -> dict[str, tuple[State, int]]:
         """An instance that failed or stopped published its last state there before it exited."""
         now = int(time.time() * 1000)
-        return {i.instance_id: (i.state.name, now - i.heartbeat_ms) for i in self.view.instances()}
+        return {i.instance_id: (i.state, now - i.heartbeat_ms) for i in self.view.instances()}
 
     @property
     def ready(self) -> bool:

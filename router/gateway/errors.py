@@ -4,11 +4,12 @@ Handlers raise; :func:`error_middleware` renders. The codes are stable (clients 
 switch on them), the messages are for people. gRPC statuses from the instances map as the servers
 assign them (``instance/server/status.py``): NOT_FOUND is an unknown store, INVALID_ARGUMENT a
 bad key, token or bound, FAILED_PRECONDITION a watch of a store without a changelog, UNAVAILABLE a
-refusal whose typed details give the reason (router/core/status_details.py).
+refusal whose typed details give the reason (kernel/status_details.py).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,16 +17,27 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from kernel.echo import clip
+from kernel.status_details import refusal_of
+from kernel.unavailable import STALE_HINT, FailureReason
 from router.client.async_client import LAST_ENTRY
-from router.core.echo import clip
-from router.core.status_details import refusal_of
-from router.core.unavailable import STALE_HINT
 
 log = logging.getLogger(__name__)
 
-#: gateway-level reason of a 503 when no instance could be reached at all (the others are
-#: :class:`router.core.unavailable.UnavailableReason` names, as the instances report them)
-UNREACHABLE = "UNREACHABLE"
+
+class GatewayReason(enum.StrEnum):
+    """The reasons of a 503 the gateway gives itself (the others are the instances' refusals,
+    :class:`FailureReason`); the JSON ``reason`` is the member's name."""
+
+    #: no instance could be reached at all
+    UNREACHABLE = "UNREACHABLE"
+    #: /readyz: no fresh routing table or no live RUNNING instance
+    NOT_READY = "NOT_READY"
+    #: every instance asked is at its watch cap
+    WATCH_CAP_REACHED = "WATCH_CAP_REACHED"
+
+
+UNREACHABLE = GatewayReason.UNREACHABLE
 
 
 class ApiError(Exception):
@@ -64,14 +76,15 @@ def from_rpc_error(e: grpc.RpcError) -> ApiError:
     if code is grpc.StatusCode.UNAVAILABLE:
         refused = refusal_of(e)
         if refused is not None:
-            return unavailable(refused.reason.name, refused.message, list(refused.tried), refused.standby_holds)
+            return unavailable(refused.reason, refused.message, list(refused.tried), refused.standby_holds)
         return unavailable(UNREACHABLE, details)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return ApiError(504, "DEADLINE_EXCEEDED", details or "the instances did not answer in time")
     return ApiError(502, "UPSTREAM_ERROR", f"{code.name}: {details}")
 
 
-def unavailable(reason: str, message: str, tried: list[str] | None = None, standby_holds: bool = False) -> ApiError:
+def unavailable(reason: FailureReason | GatewayReason, message: str, tried: list[str] | None = None,
+                standby_holds: bool = False) -> ApiError:
     """503; ``standby_holds``: a stale read would be answered (the message says how, for people)."""
     if standby_holds:
         return ApiError(503, "UNAVAILABLE", f"{message}; {STALE_HINT}", reason=reason, tried=tried or [],

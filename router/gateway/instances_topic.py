@@ -1,4 +1,4 @@
-"""The gateway's thread around the instances-topic follower (router/core/instances_follower.py), for a
+"""The gateway's thread around the instances-topic follower (kernel/instances_follower.py), for a
 gateway started with ``--bootstrap``: it learns every instance's endpoint, state and heartbeat the
 way the instances learn each other's, and publishes nothing. When the topic cannot be read it says
 why (``problem``), once and then at most every 30 s (discovery_problem.py).
@@ -13,12 +13,15 @@ from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
 
-from router.core.instances_follower import InstancesFollower, ViewWriter
-from router.core.kafka_log import client_logging
-from router.core.metadata import ClusterView
+from kernel.instances_follower import InstancesFollower, ViewWriter
+from kernel.kafka_clients import ClientKind, client_config
+from kernel.metadata import ClusterView
 from router.gateway.discovery_problem import ProblemLog, describe
 
 log = logging.getLogger(__name__)
+#: which client's settings the reader takes (``restore.consumer.`` ones, over ``consumer.`` and
+#: the unprefixed): a consumer that reads a topic to its end, as the instances' restore consumer
+READER_KIND: ClientKind = "restore.consumer"
 
 
 class InstancesTopicReader(threading.Thread):
@@ -26,14 +29,14 @@ class InstancesTopicReader(threading.Thread):
 
     def __init__(self, bootstrap: str, application_id: str, view: ClusterView, interval_s: float = 0.5,
                  kafka: Mapping[str, str] | None = None) -> None:
+        """``kafka``: the client settings as a properties file gives them (GatewayConfig.kafka)."""
         super().__init__(name="gateway-instances-topic", daemon=True)
         self.view = view
         self._interval = interval_s
         self._stopping = threading.Event()
-        self._follower = InstancesFollower({
-            "bootstrap.servers": bootstrap, "group.id": f"{application_id}-gateway-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "client.id": "iqmesh-gateway", **client_logging(), **(kafka or {})},
-            application_id, ViewWriter(view))
+        self._follower = InstancesFollower(client_config(bootstrap, kafka or {}, READER_KIND, **{
+            "group.id": f"{application_id}-gateway-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+            "client.id": "iqmesh-gateway"}), application_id, ViewWriter(view))
         self.loaded = self._follower.loaded
         self._where = (bootstrap, application_id)
         #: why no instance is known, when the topic cannot be read (``problem.current``)

@@ -8,8 +8,12 @@ from typing import Any
 
 from aiohttp import web
 
+from kernel.instance_state import State
+from kernel.local_read import Role
+from kernel.unavailable import FailureReason
 from router.gateway.auth import OPEN_PATHS
 from router.gateway.context import GATEWAY
+from router.gateway.errors import GatewayReason
 from router.gateway.params import DEFAULT_PAGE, MAX_PAGE
 
 _INT64 = {"type": "integer", "format": "int64"}
@@ -70,18 +74,23 @@ def _get(summary: str, responses: dict[str, Any], params: list[dict[str, Any]] |
     return {"get": op}
 
 
+#: the vocabularies as the JSON spells them: each enum's names (GLOBAL: a global store's copy)
+_ROLE = {"type": "string", "enum": [r.value for r in Role]}
+_STATE = {"type": "string", "enum": [s.value for s in State]}
+_REASON = {"type": "string", "enum": [r.value for r in FailureReason]}
+
 _READ_METADATA = _obj(
     ["served_by", "role", "partition", "position", "lag", "stale"],
     served_by={"type": "string"}, endpoint={"type": "string"},
-    role={"type": "string", "enum": ["ACTIVE", "STANDBY", "RESTORING"]}, instance_state={"type": "string"},
+    role=_ROLE, instance_state=_STATE,
     partition={"type": "integer"}, position=_INT64, end_offset=_INT64, lag=_INT64, stale={"type": "boolean"},
     forwarded={"type": "boolean"}, position_token={"type": "string"})
 
 _PARTITION_STATUS = {**_obj(["partition", "available"], partition={"type": "integer"}, available={"type": "boolean"},
-                            served_by={"type": "string"}, role={"type": "string"},
-                            instance_state={"type": "string"}, position=_INT64, end_offset=_INT64, lag=_INT64,
+                            served_by={"type": "string"}, role=_ROLE,
+                            instance_state=_STATE, position=_INT64, end_offset=_INT64, lag=_INT64,
                             stale={"type": "boolean"}, forwarded={"type": "boolean"},
-                            position_token={"type": "string"}, reason={"type": "string"},
+                            position_token={"type": "string"}, reason=_REASON,
                             message={"type": "string"}, tried={"type": "array", "items": {"type": "string"}}),
                      "description": "read metadata when available, else the reason and the instances tried"}
 
@@ -91,12 +100,12 @@ _SCAN_SUMMARY = {"store": {"type": "string"}, "count": {"type": "integer"}, "nex
 _SUMMARY_REQUIRED = ["store", "count", "next_page_token", "complete", "stale", "partitions"]
 
 _STORE_PART = _obj(["store", "partition", "role", "position", "end_offset", "lag"], store={"type": "string"},
-                   partition={"type": "integer"}, role={"type": "string"}, position=_INT64, end_offset=_INT64,
+                   partition={"type": "integer"}, role=_ROLE, position=_INT64, end_offset=_INT64,
                    lag=_INT64)
 _TASKS = {"type": "array", "items": {"type": "string"}}
 _INSTANCE = _obj(["instance_id", "endpoint", "state", "alive", "heartbeat_age_ms", "active_tasks", "standby_tasks",
                   "restoring_tasks", "stores"],
-                 instance_id={"type": "string"}, endpoint={"type": "string"}, state={"type": "string"},
+                 instance_id={"type": "string"}, endpoint={"type": "string"}, state=_STATE,
                  alive={"type": "boolean"}, heartbeat_age_ms=_INT64, active_tasks=_TASKS, standby_tasks=_TASKS,
                  restoring_tasks=_TASKS, stores={"type": "array", "items": _ref("StorePartition")},
                  store_updates_per_s={"type": "number"}, records_per_s={"type": "number"},
@@ -110,7 +119,7 @@ _INSTANCE = _obj(["instance_id", "endpoint", "state", "alive", "heartbeat_age_ms
                                dropped_records={"type": "object", "additionalProperties": _INT64},
                                dirty_closes=_INT64))
 _REPLICA = {**_obj(["instance_id", "role", "position", "lag"], instance_id={"type": "string"},
-                   role={"type": "string"}, position=_INT64, end_offset=_INT64, lag=_INT64)}
+                   role=_ROLE, position=_INT64, end_offset=_INT64, lag=_INT64)}
 _STORE_INFO = _obj(["store", "partitions", "replicas"], store={"type": "string"}, partitions={"type": "integer"},
                    **{"global": {"type": "boolean", "description": "every instance holds the store whole and "
                                  "answers it from its own copy (GlobalKTable); replicas is then empty"}},
@@ -125,8 +134,9 @@ SCHEMAS: dict[str, Any] = {
     "Error": _obj(["error"], error=_obj(
         ["code", "message"], code={"type": "string", "description": "stable, machine-readable"},
         message={"type": "string"},
-        reason={"type": "string", "description": "503: REBALANCING, NOT_ACTIVE, NOT_UP_TO_BOUND, "
-                "NO_REPLICA_WITHIN_LAG, NOT_AVAILABLE, UNREACHABLE, NOT_READY"},
+        reason={"type": "string", "enum": [*_REASON["enum"], *(r.value for r in GatewayReason)],
+                "description": "503: the instances' refusal, or the gateway's own (UNREACHABLE, NOT_READY, "
+                "WATCH_CAP_REACHED)"},
         tried={"type": "array", "items": {"type": "string"}},
         standby_holds={"type": "boolean", "description": "503 of a strict read: a standby holds the partition, "
                        "so the read with allow_stale=true would be answered"})),

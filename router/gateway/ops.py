@@ -16,10 +16,11 @@ from typing import Any
 
 from aiohttp import web
 
+from kernel.instance_state import State
 from router.gateway import prometheus
 from router.gateway.context import Gateway, gateway_of
 from router.gateway.discovery import TopicDiscovery
-from router.gateway.errors import ApiError, bad_request
+from router.gateway.errors import ApiError, GatewayReason, bad_request
 from router.gateway.params import boolean, only
 from router.gateway.snapshot import store_replicas
 
@@ -66,11 +67,11 @@ def cluster_problems(gw: Gateway) -> list[str]:
 def running(gw: Gateway) -> list[str]:
     snap = gw.poller.latest
     return [i["instance_id"] for i in snap.metadata.get("instances", [])
-            if i["alive"] and i["state"] == "RUNNING"] if snap else []
+            if i["alive"] and i["state"] is State.RUNNING] if snap else []
 
 
 def not_ready(problems: list[str]) -> ApiError:
-    return ApiError(503, "NOT_READY", "; ".join(problems), reason="NOT_READY", tried=[])
+    return ApiError(503, "NOT_READY", "; ".join(problems), reason=GatewayReason.NOT_READY, tried=[])
 
 
 async def readyz(request: web.Request) -> web.Response:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from router.core.echo import echo
+from kernel.echo import echo
 from router.gateway.errors import bad_request
 
 #: entries in one range page: the instances' own bounds (instance/server/scans.py)

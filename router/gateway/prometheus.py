@@ -9,7 +9,7 @@ Naming, one scheme for both kinds (ops/README.md has the whole list and the scra
   ``kafka_streams_<group>_<name>`` with every ``-`` as ``_`` and one label per tag, ``-`` as ``_``
   (``kafka.streams:type=stream-thread-metrics,thread-id=T`` ``process-rate`` ->
   ``kafka_streams_stream_thread_metrics_process_rate{thread_id="T"}``), exactly as the instance's own
-  ``/metrics`` names them (router/core/metrics_text.py), plus an ``instance`` label: the instance id.
+  ``/metrics`` names them (kernel/metrics_text.py), plus an ``instance`` label: the instance id.
   Every metric an instance records is exported, whatever its group and name, so a metric added to
   instance/runtime/metrics.py appears here with no change (``dirty-close-total`` of
   ``stream-thread-metrics`` -> ``kafka_streams_stream_thread_metrics_dirty_close_total``); a
@@ -27,11 +27,11 @@ from collections.abc import Iterable
 
 import grpc
 
-from router.core import metrics_text
+from kernel import metrics_text
+from kernel.rpc import iqmesh_pb2 as pb
 from router.gateway.backend import Backend
 from router.gateway.metrics import BUCKETS, GatewayMetrics
 from router.gateway.snapshot import Snapshot
-from router.rpc import iqmesh_pb2 as pb
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from aiohttp import web, web_protocol, web_server
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_request import BaseRequest
 
-from router.core.echo import ECHO_CHARS, clip
+from kernel.echo import ECHO_CHARS, clip
 from router.gateway.errors import ApiError, error_response
 
 log = logging.getLogger(__name__)

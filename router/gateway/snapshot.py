@@ -20,6 +20,8 @@ from typing import Any
 
 import grpc
 
+from kernel.local_read import Role
+from kernel.rpc import iqmesh_pb2 as pb
 from router.client.sync_client import routing_table_to_dict
 from router.gateway.backend import Backend
 from router.gateway.errors import ApiError
@@ -28,7 +30,6 @@ from router.gateway.points import chart_point, gap_point
 from router.gateway.series import GatewayReading, GetTimes, gateway_rates, instance_get_ms
 from router.gateway.timeline import ClusterEvent, aged, changes, presence
 from router.gateway.topology import TopologyPoller, processing_lag
-from router.rpc import iqmesh_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def store_replicas(md: dict[str, Any]) -> list[dict[str, Any]]:
                 replica = {"instance_id": inst["instance_id"], "role": s["role"], "position": s["position"],
                            "end_offset": s["end_offset"], "lag": s["lag"]}
                 slot = parts[s["partition"]]
-                if s["role"] in ("ACTIVE", "RESTORING"):
+                if s["role"] in (Role.ACTIVE, Role.RESTORING):
                     slot["active"] = replica
                 else:
                     slot["standbys"].append(replica)
@@ -141,7 +142,7 @@ class Sample:
     @staticmethod
     def of(md: dict[str, Any], at: float, gateway: GatewayReading | None = None) -> Sample:
         return Sample(at, {(i["instance_id"], s["store"], s["partition"]): s["position"] for i in md["instances"]
-                           for s in i["stores"] if s["role"] == "ACTIVE" and s["position"] >= 0},
+                           for s in i["stores"] if s["role"] is Role.ACTIVE and s["position"] >= 0},
                       {i["instance_id"]: answered(i["counters"]) for i in md["instances"]},
                       {i["instance_id"]: i["counters"]["records_processed"] for i in md["instances"]},
                       {i["instance_id"]: sum(i["counters"]["query_errors"].values()) for i in md["instances"]},

@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from router.core.metadata import liveness_ms
+from kernel.instance_state import State
+from kernel.metadata import liveness_ms
 
 #: kinds, in the order the dashboard's legend lists them
 KINDS = ("joined", "late", "back", "gone", "rebalance", "restore", "restored", "error", "dirty-close")
 #: states an instance is in only on its way out, or after it
-_LEAVING = frozenset({"PENDING_SHUTDOWN", "NOT_RUNNING", "PENDING_ERROR", "ERROR"})
+_LEAVING = frozenset({State.PENDING_SHUTDOWN, State.NOT_RUNNING, State.PENDING_ERROR, State.ERROR})
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def presence(inst: dict[str, Any]) -> str:
     return "late" if age > liveness_ms(inst.get("heartbeat_interval_ms") or 1000) else "alive"
 
 
-def aged(md: dict[str, Any], seconds: float, latest: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
+def aged(md: dict[str, Any], seconds: float, latest: dict[str, tuple[State, int]] | None = None) -> dict[str, Any]:
     """Routing table ``md`` as it stands ``seconds`` after it was read, when no newer one can be
     had (no instance answers): every heartbeat that much older, unless ``latest`` (instance id ->
     state, heartbeat age in ms, from the instances topic) knows newer; ``alive`` as :func:`presence`
@@ -89,9 +90,9 @@ def changes(before: dict[str, Any], after: dict[str, Any], at: float) -> list[Cl
                 out.append(ClusterEvent(at, "restore", iid, f"{iid} restoring {' '.join(b['restoring_tasks'])}"))
             continue
         if b["state"] != a["state"]:
-            if b["state"] == "REBALANCING":
+            if b["state"] is State.REBALANCING:
                 out.append(ClusterEvent(at, "rebalance", iid, f"{iid} rebalancing (was {a['state']})"))
-            elif b["state"] == "ERROR":
+            elif b["state"] is State.ERROR:
                 out.append(ClusterEvent(at, "error", iid, f"{iid} in ERROR (was {a['state']})"))
         started = sorted(set(b["restoring_tasks"]) - set(a["restoring_tasks"]))
         ended = sorted(set(a["restoring_tasks"]) - set(b["restoring_tasks"]))

@@ -14,9 +14,9 @@ from typing import Any
 
 import grpc
 
+from kernel.rpc import iqmesh_pb2 as pb
 from router.gateway.backend import Backend
 from router.gateway.errors import ApiError
-from router.rpc import iqmesh_pb2 as pb
 
 log = logging.getLogger(__name__)
 

@@ -24,19 +24,19 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from kernel.rpc import iqmesh_pb2 as pb
 from router.client.watch_client import AsyncWatch, Change, Progress, RoutingChange, Started, WatchEvent, WatchNotStarted
 from router.gateway.backend import Backend
 from router.gateway.context import gateway_of
-from router.gateway.errors import UNREACHABLE, ApiError, from_rpc_error, is_refusal, unavailable
+from router.gateway.errors import UNREACHABLE, ApiError, GatewayReason, from_rpc_error, is_refusal, unavailable
 from router.gateway.events import sse
 from router.gateway.params import WATCH_PARAMS, boolean, integer, only
-from router.rpc import iqmesh_pb2 as pb
 
 #: a comment this often while nothing happens (keeps proxies from closing the stream, and finds
 #: a client that went away)
 KEEPALIVE_S = 5.0
 #: the reason of a 503 when every instance asked is at its watch cap, and when to try again
-WATCH_CAP_REACHED = "WATCH_CAP_REACHED"
+WATCH_CAP_REACHED = GatewayReason.WATCH_CAP_REACHED
 WATCH_RETRY_AFTER_S = 5
 
 

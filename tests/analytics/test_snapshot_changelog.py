@@ -19,10 +19,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from analytics.snapshot import SnapshotError, SnapshotOptions
 from analytics.snapshot.cut import Cut
 from analytics.snapshot.job import run_snapshot
+from kernel.metadata import StoreInfo
+from kernel.partitioner import default_partition
+from kernel.tokens import decode_json_token
 from loadtest.snapshot import publish_app, write_changelog
-from router.core.metadata import StoreInfo
-from router.core.partitioner import default_partition
-from router.core.tokens import decode_json_token
 from tests.analytics.helpers import int_cut, snapshot_rows, state_at
 
 pytestmark = pytest.mark.integration
@@ -232,7 +232,7 @@ def test_clear_errors_before_spark_starts(bootstrap: str, tmp_path: Path, unique
         SnapshotOptions(bootstrap, app, out, source="instances", incremental="")
 
     # the command: one line on stderr, exit status 2
-    r = subprocess.run([sys.executable, "-m", "instance.cli", "snapshot", "--bootstrap", bootstrap,
+    r = subprocess.run([sys.executable, "-m", "iqmesh", "snapshot", "--bootstrap", bootstrap,
                         "--application-id", app, "--out", out, "--stores", "missing"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
@@ -240,7 +240,7 @@ def test_clear_errors_before_spark_starts(bootstrap: str, tmp_path: Path, unique
 
 
 def _token(store: str, partition: int, offset: int) -> str:
-    from router.core.tokens import PositionToken
+    from kernel.tokens import PositionToken
 
     return PositionToken(store, partition, offset).encode()
 

@@ -23,9 +23,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from analytics.snapshot import SnapshotOptions
 from analytics.snapshot.job import run_snapshot
 from instance.local.cluster import LocalCluster, produce, sample_lines
+from kernel.partitioner import default_partition
+from kernel.tokens import PositionToken
 from router.client.sync_client import QueryClient
-from router.core.partitioner import default_partition
-from router.core.tokens import PositionToken
 from tests.analytics.helpers import committed_to_end, int_cut, snapshot_rows, state_at
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 

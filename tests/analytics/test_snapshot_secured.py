@@ -18,8 +18,8 @@ from analytics.snapshot import SnapshotError, SnapshotOptions
 from analytics.snapshot.job import run_snapshot
 from analytics.snapshot.options import add_arguments, options_from_args
 from instance.local.cluster import produce, sample_lines
+from kernel.security import Security
 from router.client.sync_client import QueryClient
-from router.core.security import Security
 from tests.analytics.helpers import snapshot_rows
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 from tests.integration.test_security import self_signed
@@ -75,7 +75,7 @@ def test_instances_source_over_tls_with_the_token(spark: Any, bootstrap: str, tm
             run_snapshot(_options(*common, "--out", str(tmp_path / "wrong"), "--config",
                                   f"iqmesh.tls.ca.file={cert}", "--config", "iqmesh.auth.token=nope"), spark)
         # no token, through the command: one line on stderr, exit status 2, nothing written
-        r = subprocess.run([sys.executable, "-m", "instance.cli", "snapshot", *common, "--out",
+        r = subprocess.run([sys.executable, "-m", "iqmesh", "snapshot", *common, "--out",
                             str(tmp_path / "none"), "--config", f"iqmesh.tls.ca.file={cert}", "--timeout", "10"],
                            capture_output=True, text=True, timeout=120)
         last = r.stderr.strip().splitlines()[-1]

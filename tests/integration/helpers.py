@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -16,9 +17,15 @@ from instance.local.cluster import LocalCluster, ensure_topic
 from instance.runtime.group_admin import GroupAdminError, list_transactions
 from instance.runtime.holds import Hold
 from instance.runtime.membership import owned_by
+from instance.runtime.streams_group.group_config import standbys_on_the_group
+from kernel.local_read import Role
+from kernel.wire_enums import role_of
 from router.client.sync_client import QueryClient
 
 APP = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py")
+#: ``IQMESH_GROUP_PROTOCOL=streams`` runs every word-count cluster of the tests under that protocol
+#: (CI runs the scans, watches and the gateway's tests so on Apache Kafka 4.4, beside classic)
+GROUP_PROTOCOL = os.environ.get("IQMESH_GROUP_PROTOCOL", "")
 
 
 def wordcount_cluster(bootstrap: str, tmp_path: Path, unique: str, size: int, *config: str,
@@ -28,6 +35,9 @@ def wordcount_cluster(bootstrap: str, tmp_path: Path, unique: str, size: int, *c
     (``kafka``: the client settings a secured broker needs, for the topic's creation)."""
     topic = f"lines-{unique}"
     ensure_topic(bootstrap, topic, partitions, kafka=kafka, replication=replication)
+    if GROUP_PROTOCOL and not any(c.startswith("group.protocol=") for c in config):
+        config = (*config, f"group.protocol={GROUP_PROTOCOL}")
+        standbys_on_the_group(bootstrap, f"wc-{unique}", dict(c.split("=", 1) for c in config), kafka)
     cluster = LocalCluster(bootstrap, APP, f"wc-{unique}", tmp_path, size=size, extra_config=list(config),
                            env={"WORDCOUNT_INPUT_TOPIC": topic, "WORDCOUNT_OUTPUT_TOPIC": f"counts-{unique}"})
     return cluster, topic
@@ -129,7 +139,7 @@ def changelog_position_problems(bootstrap: str, cluster: LocalCluster) -> list[s
         if md is None:
             return [f"{inst.instance_id}: no metadata"]
         for s in md.stores:
-            if s.role == "ACTIVE":
+            if role_of(s.role) is Role.ACTIVE:
                 wanted[(f"{cluster.application_id}-{s.store}-changelog", s.partition)] = (inst.instance_id, s.position)
     if not wanted:
         return ["no active store partition"]

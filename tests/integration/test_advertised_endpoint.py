@@ -25,7 +25,7 @@ def test_an_advertised_endpoint_served_by_another_server_stops_the_start(
         wait_until(lambda: "serving queries on" in holder.log_path.read_text(), 120, "the first instance to serve",
                    cluster.logs)
         app_id = cluster.application_id if application == "same" else f"other-{unique}"
-        p = subprocess.run([sys.executable, "-m", "instance.cli", "run", "examples/wordcount.py",
+        p = subprocess.run([sys.executable, "-m", "iqmesh", "run", "examples/wordcount.py",
                             "--application-id", app_id, "--instance-id", f"late-{unique}",
                             "--bootstrap", bootstrap, "--grpc-port", str(holder.port),
                             "--state-dir", str(tmp_path / "late"), "--config", "iqmesh.listen.host=127.0.0.2"],

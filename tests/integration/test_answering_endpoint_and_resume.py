@@ -27,15 +27,15 @@ from instance.local.broker import free_port
 from instance.local.cluster import LocalCluster, produce
 from instance.runtime.kafka_streams import KafkaStreams
 from instance.server.servicer import QueryServer
+from kernel.application_guard import APPLICATION_HEADER, is_wrong_application
+from kernel.channels import ChannelPool
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.unavailable import FailureReason, UnavailableError
 from router.client.async_client import AsyncQueryClient
 from router.client.forward import forward_get
 from router.client.sync_client import QueryClient
 from router.client.watch_client import Change
-from router.core.application_guard import APPLICATION_HEADER, is_wrong_application
-from router.core.channels import ChannelPool
-from router.core.unavailable import UnavailableError, UnavailableReason
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.helpers import APP, wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -99,7 +99,7 @@ def other_application(wc: LocalCluster) -> Iterator[str]:
 
 
 def _cli(*args: str, timeout: float = 3 * float(WATCH_S)) -> list[dict[str, Any]]:
-    out = subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "iqmesh", *args], capture_output=True, text=True,
                          timeout=timeout, check=True).stdout
     return [json.loads(line) for line in out.splitlines()]
 
@@ -133,7 +133,7 @@ def test_another_applications_server_refuses_and_is_passed_over(wc: LocalCluster
     try:
         with pytest.raises(UnavailableError) as hop:
             forward_get(pool, other_application, pb.GetRequest(store=STORE, key=WORD), timeout=5)
-        assert hop.value.reason is UnavailableReason.NOT_AVAILABLE and "WRONG_APPLICATION" in str(hop.value)
+        assert hop.value.reason is FailureReason.NOT_AVAILABLE and "WRONG_APPLICATION" in str(hop.value)
         assert forward_get(pool, target, pb.GetRequest(store=STORE, key=WORD), timeout=5).found
     finally:
         pool.close()

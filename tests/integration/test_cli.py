@@ -17,8 +17,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from instance.cli.main import parser
 from instance.local.broker import free_port
+from iqmesh.main import parser
 
 pytestmark = pytest.mark.integration
 

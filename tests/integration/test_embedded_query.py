@@ -28,8 +28,8 @@ from instance.runtime.query import (
 from instance.serde import StringSerde
 from instance.topology import StreamsBuilder
 from instance.topology.processor import ContextualProcessor, Record
-from router.core.local_read import Role
-from router.core.partitioner import default_partition
+from kernel.local_read import Role
+from kernel.partitioner import default_partition
 from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -106,7 +106,7 @@ def test_bounds_and_missing_partitions_fail_per_partition_with_a_reason(
     # a partition this instance holds no replica of (the store has 3)
     missing = streams.query(StateQueryRequest(STORE, RangeQuery(), partitions=(1, 7)))
     assert missing.partition_results[1].is_success
-    assert missing.partition_results[7].failure is FailureReason.NOT_PRESENT
+    assert missing.partition_results[7].failure is FailureReason.NOT_ACTIVE
     # the request as a whole: an unknown store, a query the store cannot answer
     with pytest.raises(UnknownStateStoreException):
         streams.query(StateQueryRequest("nope", KeyQuery(key)))

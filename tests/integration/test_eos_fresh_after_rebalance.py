@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from instance.local.cluster import produce, sample_lines
+from kernel.local_read import Role
 from router.client.sync_client import QueryClient
 from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
 
@@ -47,7 +48,7 @@ def test_no_stale_flag_and_no_lag_after_a_rebalance_without_new_input(bootstrap:
                     except grpc.RpcError:
                         bad.append(w)
                         continue
-                    if r.value != truth[w] or r.metadata["role"] != "ACTIVE" or r.metadata["stale"]:
+                    if r.value != truth[w] or r.metadata["role"] is not Role.ACTIVE or r.metadata["stale"]:
                         bad.append(w)
                 return bad
             # no new input from here on: the flags must clear by themselves

@@ -14,6 +14,8 @@ import grpc
 import pytest
 
 from instance.local.cluster import LocalCluster, ensure_topic, produce
+from kernel.instance_state import State
+from kernel.wire_enums import state_of
 from router.client.sync_client import QueryClient
 from tests.integration.helpers import wait_until
 
@@ -39,9 +41,9 @@ def _wait_settled(cluster: LocalCluster, instances: int, timeout: float) -> None
         except grpc.RpcError as e:
             seen[0] = str(e.details())
             return False
-        alive = [i for i in md.instances if i.alive and i.state == "RUNNING"]
+        alive = [i for i in md.instances if i.alive and state_of(i.state) is State.RUNNING]
         owned = [t for i in alive for t in i.active_tasks]
-        seen[0] = f"{[(i.instance_id, i.state, sorted(i.active_tasks)) for i in md.instances]}"
+        seen[0] = f"{[(i.instance_id, state_of(i.state).name, sorted(i.active_tasks)) for i in md.instances]}"
         return (len(alive) == instances and not any(i.restoring_tasks for i in alive)
                 and len(owned) == TASKS == len(set(owned)))
     wait_until(settled, timeout, f"{instances} instance(s) owning every task",

@@ -23,11 +23,12 @@ from instance.runtime.kafka_streams import KafkaStreams
 from instance.serde import StringSerde
 from instance.server.servicer import QueryServer
 from instance.topology import StreamsBuilder
+from kernel.local_read import Role
+from kernel.metadata import InstanceInfo
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from router.client.async_client import AsyncQueryClient
 from router.client.sync_client import QueryClient
-from router.core.metadata import InstanceInfo
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -113,7 +114,8 @@ def test_get_through_each_instance_is_answered_by_that_instance(cluster: GlobalC
             reply = node.stub.Get(pb.GetRequest(store=STORE, key=key), timeout=5)
             assert reply.found and reply.value.decode() == cluster.truth[key]
             md = reply.metadata
-            assert (md.served_by, md.endpoint, md.role, md.partition) == (node.instance_id, node.endpoint, "GLOBAL", 0)
+            assert (md.served_by, md.endpoint, md.role, md.partition) == (node.instance_id, node.endpoint,
+                                                                          pb.ROLE_GLOBAL, 0)
             assert not md.forwarded
             assert md.position == md.end_offset == cluster.records and md.lag == 0 and not md.stale
         # a tombstoned key and one never written are not found
@@ -136,7 +138,7 @@ def test_multi_get_and_scans_read_the_whole_store_in_key_order(cluster: GlobalCl
         assert [(i.key, i.value) for i in items] == sorted(truth.items())
         assert scan.pages == 3 and scan.complete and set(scan.partitions) == {0}
         status = scan.partitions[0]
-        assert (status["served_by"], status["role"], status["stale"]) == (node.instance_id, "GLOBAL", False)
+        assert (status["served_by"], status["role"], status["stale"]) == (node.instance_id, Role.GLOBAL, False)
         # a limit stops mid-store; its token resumes right after the last key
         first = client.all(STORE, limit=150, page_size=64)
         head = [i.key for i in first]
@@ -171,7 +173,7 @@ def test_routing_clients_catalog_and_errors(cluster: GlobalCluster) -> None:
         async with AsyncQueryClient([n.endpoint for n in cluster.nodes], timeout=10) as c:
             return await c.get(STORE, "k0050")
     r = asyncio.run(aget())
-    assert r.value == cluster.truth["k0050"] and r.metadata["role"] == "GLOBAL"
+    assert r.value == cluster.truth["k0050"] and r.metadata["role"] is Role.GLOBAL
 
     # the published InstanceInfo lists the global store in the catalog and flags it
     info = InstanceInfo.from_json(cluster.nodes[0].streams.instance_info().to_json())

@@ -12,14 +12,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from router.core.probe import Listener, listener_at, nothing_listens
+from kernel.probe import Listener, listener_at, nothing_listens
 from tests.integration.test_security import self_signed
 
 pytestmark = pytest.mark.integration
 
 
 def iqmesh(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "iqmesh", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_a_plaintext_client_against_a_tls_server_is_told_it_may_be_tls(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_a_tls_client_against_a_plaintext_server_is_told_it_is_plaintext(tmp_pat
 
 
 def test_the_probe_tells_nothing_plaintext_and_tls_apart(tmp_path: Path) -> None:
-    """router.core.probe, against real gRPC servers on loopback and a port nobody listens at."""
+    """kernel.probe, against real gRPC servers on loopback and a port nobody listens at."""
     cert, key = self_signed(tmp_path)
     plain, secure = grpc.server(futures.ThreadPoolExecutor(1)), grpc.server(futures.ThreadPoolExecutor(1))
     plain_port = plain.add_insecure_port("127.0.0.1:0")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 
 def _iqmesh(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "iqmesh", *args], capture_output=True, text=True,
                           timeout=120, input=stdin)
 
 

@@ -1,4 +1,4 @@
-"""The throughput benchmark's Java peer (loadtest/peers/kstreams, Kafka Streams 4.1.1) builds and
+"""The throughput benchmark's Java peer (loadtest/peers/kstreams, Kafka Streams 4.4.0) builds and
 computes the right outputs on the session's broker: the same workloads iqmesh is measured on, so
 its rates are rates of correct work. Skipped when Java or Maven is missing."""
 
@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
 from instance.local.cluster import ensure_topic
+from instance.local.kafka_broker import KAFKA_VERSION
 from loadtest.peers import kstreams
 from loadtest.proc_usage import run_measured
 from tests.integration.helpers import word_counts
@@ -71,7 +72,7 @@ def _run(bootstrap: str, topic: str, n: int, mode: str, guarantee: str = "at-lea
                                       timeout_s=120), timeout=180)
     results = [json.loads(x[7:]) for x in u.stdout.splitlines() if x.startswith("RESULT ")]
     assert u.returncode == 0 and results, f"{u.stdout[-2000:]}\n{u.stderr[-3000:]}"
-    assert results[0]["ok"] and results[0]["lib"] == "kafka-streams" and results[0]["version"] == "4.1.1"
+    assert results[0]["ok"] and results[0]["lib"] == "kafka-streams" and results[0]["version"] == KAFKA_VERSION
     assert u.cpu_s > 0 and u.maxrss_mib > 50  # a JVM was measured, not a wrapper
     return out, results[0]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from instance.cli.health_probe import check
 from instance.server.servicer import LIVENESS
-from router.core.security import Security
+from iqmesh.health_probe import check
+from kernel.security import Security
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration

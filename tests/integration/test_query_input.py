@@ -18,10 +18,11 @@ import grpc
 import pytest
 
 from instance.local.cluster import LocalCluster, produce
+from kernel.local_read import Role
+from kernel.query_keys import MAX_QUERY_KEY_BYTES
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.tokens import PositionToken
 from router.client.sync_client import QueryClient
-from router.core.query_keys import MAX_QUERY_KEY_BYTES
-from router.core.tokens import PositionToken
-from router.rpc import iqmesh_pb2 as pb
 from tests.integration.helpers import word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -73,7 +74,7 @@ def test_position_covers_the_cached_value_before_the_first_commit(instance: Loca
         r = q.get("counts", "kafka")
         assert r.value == 3
         md = r.metadata
-        assert md["role"] == "ACTIVE" and md["position"] > 0 and md["end_offset"] == md["position"]
+        assert md["role"] is Role.ACTIVE and md["position"] > 0 and md["end_offset"] == md["position"]
         # the token bounds a later read: the active satisfies it, it asks for no more than exists
         again = q.get("counts", "kafka", position=md["position_token"])
         assert again.value == 3 and again.metadata["position"] >= md["position"]

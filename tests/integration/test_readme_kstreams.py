@@ -1,6 +1,6 @@
 """The README's "Coming from Kafka Streams" side by side, run as written: the Python block is the
 application file it says it is (imported, described, run in iqmesh's TopologyTestDriver and by
-``iqmesh describe``), and the Java block, compiled against Kafka Streams 4.1.1 (the oracle's
+``iqmesh describe``), and the Java block, compiled against Kafka Streams 4.4.0 (the oracle's
 classpath, tests/oracle/kstreams), runs in Kafka Streams' own TopologyTestDriver on the same lines.
 Both must describe the same topology and write the same records to the same topic. Without Java
 and Maven the Java half skips (fails under CI=true)."""

@@ -34,7 +34,7 @@ from devtools.suite_broker import suite_engine
 from instance.local import kafka_broker
 from instance.local.cluster import LocalCluster, produce, sample_lines
 from instance.state.checkpoint import TaskDirLock
-from router.core.kafka_log import client_logging
+from kernel.kafka_log import client_logging
 from tests.integration.helpers import query_all, static_membership, wait_until, word_counts, wordcount_cluster
 from tests.integration.test_cli import _one_error_line
 

@@ -21,8 +21,8 @@ import pytest
 
 from instance.local.cluster import produce, sample_lines
 from instance.runtime.holds import Hold
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration

@@ -26,13 +26,15 @@ import grpc
 import pytest
 
 from instance.local.cluster import produce, sample_lines
+from kernel.local_read import Role
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_wire import method_of
+from kernel.status_details import refusal_of
+from kernel.unavailable import FailureReason
+from kernel.wire_enums import role_of
 from router.client.forward import FORWARD_TIMEOUT_S
 from router.client.scan_pages import Scan
 from router.client.sync_client import QueryClient
-from router.core.scan_wire import method_of
-from router.core.status_details import refusal_of
-from router.core.unavailable import UnavailableReason
-from router.rpc import iqmesh_pb2 as pb
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -84,7 +86,7 @@ def test_scans_over_three_instances(bootstrap: str, tmp_path: Path, unique: str)
             assert _pairs(scan) == ordered
             assert scan.pages == -(-len(ordered) // PAGE) and scan.complete
             assert sorted(scan.partitions) == list(range(6))
-            assert all(s["available"] and s["role"] == "ACTIVE" and not s["stale"] for s in scan.partitions.values())
+            assert all(s["available"] and s["role"] is Role.ACTIVE and not s["stale"] for s in scan.partitions.values())
             owners = {s["served_by"] for s in scan.partitions.values()}
             assert len(owners) == 3, owners  # the answer crossed instances
 
@@ -163,16 +165,16 @@ def test_scans_over_three_instances(bootstrap: str, tmp_path: Path, unique: str)
             stale = q.all(STORE, allow_stale=True, page_size=PAGE)
             assert _pairs(stale) == ordered and stale.complete
             assert stale.stale_partitions == dead_parts, stale.partitions
-            assert all(stale.partitions[p]["role"] == "STANDBY" and stale.partitions[p]["served_by"] != dead_id
+            assert all(stale.partitions[p]["role"] is Role.STANDBY and stale.partitions[p]["served_by"] != dead_id
                        for p in dead_parts)
 
             strict = q.all(STORE, page_size=PAGE)
             assert _pairs(strict) == lost
             assert set(strict.missing) == dead_parts
             print(f"dead instance: missing {strict.missing}")
-            # PartitionStatus.reason: a field of its own, an UnavailableReason's name
-            assert {UnavailableReason(r) for r in strict.missing.values()} <= {
-                UnavailableReason.REBALANCING, UnavailableReason.NOT_AVAILABLE}, strict.missing
+            # PartitionStatus.reason: a field of its own, QueryRefusal.Reason (FailureReason's mirror)
+            assert set(strict.missing.values()) <= {
+                FailureReason.REBALANCING, FailureReason.NOT_AVAILABLE}, strict.missing
             assert all(strict.partitions[p]["message"] for p in dead_parts)
 
             with pytest.raises(grpc.RpcError) as e:
@@ -180,7 +182,7 @@ def test_scans_over_three_instances(bootstrap: str, tmp_path: Path, unique: str)
             assert e.value.code() is grpc.StatusCode.UNAVAILABLE
             refusal = refusal_of(e.value)
             assert refusal is not None and refusal.reason in (
-                UnavailableReason.REBALANCING, UnavailableReason.NOT_AVAILABLE), e.value
+                FailureReason.REBALANCING, FailureReason.NOT_AVAILABLE), e.value
             assert _pairs(q.prefix_scan(STORE, "user1", allow_stale=True, require_complete=True,
                                         page_size=PAGE)) == prefixed
     finally:
@@ -191,7 +193,7 @@ def test_scans_over_three_instances(bootstrap: str, tmp_path: Path, unique: str)
 
 def _cli(*args: str) -> list[dict[str, Any]]:
     """``iqmesh ARGS``: its JSON lines."""
-    out = subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "iqmesh", *args], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     return [json.loads(line) for line in out.splitlines()]
 
@@ -203,6 +205,6 @@ def _first_token(replies: Any) -> str:
 def _standbys_warm(q: QueryClient) -> bool:
     """Every store partition has a standby at (or past) its active's position."""
     md = q.metadata()
-    active = {s.partition: s.position for i in md.instances for s in i.stores if s.role == "ACTIVE"}
-    standby = {s.partition: s.position for i in md.instances for s in i.stores if s.role == "STANDBY"}
+    active = {s.partition: s.position for i in md.instances for s in i.stores if role_of(s.role) is Role.ACTIVE}
+    standby = {s.partition: s.position for i in md.instances for s in i.stores if role_of(s.role) is Role.STANDBY}
     return len(active) == 6 and all(standby.get(p, -1) >= pos for p, pos in active.items())

@@ -24,7 +24,6 @@ from instance.local import kafka_broker
 from instance.local.broker import free_port
 from instance.local.cluster import produce, sample_lines
 from instance.runtime.group_admin import GroupMember, remove_members
-from instance.runtime.wire_auth import BrokerAuth
 from router.client.sync_client import QueryClient
 from router.client.watch_client import Change
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
@@ -38,7 +37,7 @@ pytestmark = [
 
 
 def _iqmesh(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "iqmesh", *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -92,7 +91,7 @@ def test_word_count_queries_watch_gateway_and_snapshot_on_sasl_ssl(tmp_path: Pat
             log = tmp_path / "gateway.log"
             with open(log, "wb") as out:
                 gateway = subprocess.Popen(
-                    [sys.executable, "-m", "instance.cli", "gateway", "--bootstrap", bootstrap,
+                    [sys.executable, "-m", "iqmesh", "gateway", "--bootstrap", bootstrap,
                      "--application-id", cluster.application_id, "--port", str(port),
                      "--config-file", str(props_file)],
                     stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -147,7 +146,6 @@ def _a_static_member_is_removed_over_sasl_ssl(bootstrap: str, kafka: dict[str, s
         return [m.group_instance_id for m in described.members]
 
     assert members() == ["pod-0-1"]
-    errors = remove_members(bootstrap, group, [GroupMember("", "", "pod-0-1", "")],
-                            auth=BrokerAuth.from_client_config(kafka))
+    errors = remove_members({"bootstrap.servers": bootstrap, **kafka}, group, [GroupMember("", "", "pod-0-1", "")])
     assert errors == {"pod-0-1": "NONE"}, errors
     wait_until(lambda: members() == [], 30, "the static member removed")

@@ -26,11 +26,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from instance.local.broker import free_port
 from instance.local.cluster import produce, sample_lines
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.security import Security
 from router.client.async_client import AsyncQueryClient
 from router.client.sync_client import QueryClient
-from router.core.security import Security
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.helpers import wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -107,7 +107,7 @@ def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, 
                 return await aq.get(STORE, elsewhere)
         r = asyncio.run(aget())
         assert r.value == truth[elsewhere] and not r.metadata["forwarded"]
-        out = subprocess.run([sys.executable, "-m", "instance.cli", "get", "--target", seed, "--store", STORE,
+        out = subprocess.run([sys.executable, "-m", "iqmesh", "get", "--target", seed, "--store", STORE,
                               "--key", elsewhere, "--config", f"iqmesh.tls.ca.file={cert}",
                               "--config", f"iqmesh.auth.token={TOKEN}"],
                              capture_output=True, text=True, timeout=60)
@@ -115,7 +115,7 @@ def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, 
         # issue 16 point 3: watch takes the same settings (it had no --config / --config-file)
         props = tmp_path / "client.properties"
         props.write_text(f"iqmesh.tls.ca.file={cert}\niqmesh.auth.token={TOKEN}\n")
-        out = subprocess.run([sys.executable, "-m", "instance.cli", "watch", "--target", seed, "--store", STORE,
+        out = subprocess.run([sys.executable, "-m", "iqmesh", "watch", "--target", seed, "--store", STORE,
                               "--key", elsewhere, "--from-beginning", "--limit", "1", "--duration", "90",
                               "--config-file", str(props)], capture_output=True, text=True, timeout=150)
         assert out.returncode == 0, out
@@ -140,7 +140,7 @@ def test_tls_and_token_for_grpc_and_the_gateway(bootstrap: str, tmp_path: Path, 
 
         # --- the REST gateway: HTTPS, 401 without the token ---------------------------------------
         port = free_port()
-        cmd = [sys.executable, "-m", "instance.cli", "gateway", "--seeds", seed, "--port", str(port)]
+        cmd = [sys.executable, "-m", "iqmesh", "gateway", "--seeds", seed, "--port", str(port)]
         for s in settings:
             cmd += ["--config", s]
         log = tmp_path / "gateway.log"

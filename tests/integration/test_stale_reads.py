@@ -12,10 +12,11 @@ import pytest
 
 from instance.local.cluster import produce
 from instance.runtime.holds import Hold
+from kernel.local_read import Role
+from kernel.status_details import refusal_of
+from kernel.tokens import PositionToken
+from kernel.unavailable import FailureReason
 from router.client.sync_client import QueryClient
-from router.core.status_details import refusal_of
-from router.core.tokens import PositionToken
-from router.core.unavailable import UnavailableReason
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -41,7 +42,7 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
             wait_until(counted, COUNT_S, "all input counted", cluster.logs)
 
             r = q.get("counts", "k7")
-            assert r.metadata["role"] == "ACTIVE" and r.metadata["stale"] is False
+            assert r.metadata["role"] is Role.ACTIVE and r.metadata["stale"] is False
             token = PositionToken.decode(r.metadata["position_token"])
             assert token.offset == r.metadata["position"] >= 0
             assert q.get("counts", "k7", position=r.metadata["position_token"]).value == 1
@@ -50,7 +51,7 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
                 q.get("counts", "k7", position=ahead)
             assert e.value.code() is grpc.StatusCode.UNAVAILABLE
             refusal = refusal_of(e.value)
-            assert refusal is not None and refusal.reason is UnavailableReason.NOT_UP_TO_BOUND, e.value
+            assert refusal is not None and refusal.reason is FailureReason.NOT_UP_TO_BOUND, e.value
             with pytest.raises(grpc.RpcError) as e:
                 q.get("counts", "k7", position="garbage")
             assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
@@ -75,8 +76,8 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
                     r = q.get("counts", "common", allow_stale=True)
                 except grpc.RpcError:
                     return None  # not up yet, or the store is not open yet
-                assert r.metadata["role"] != "ACTIVE", "an answer as the active while the restore is held"
-                return r.metadata if r.metadata["role"] == "RESTORING" else None
+                assert r.metadata["role"] is not Role.ACTIVE, "an answer as the active while the restore is held"
+                return r.metadata if r.metadata["role"] is Role.RESTORING else None
             meta = wait_until(restoring, RESTORE_START_S, "a RESTORING answer", cluster.logs)
             assert meta["stale"] is True
             assert meta["lag"] > 0
@@ -89,12 +90,12 @@ def test_queries_during_restore_and_position_bounds(bootstrap, tmp_path, unique)
             assert e.value.code() is grpc.StatusCode.UNAVAILABLE, e.value
             refusal = refusal_of(e.value)
             assert refusal is not None and refusal.reason in (
-                UnavailableReason.REBALANCING, UnavailableReason.NOT_ACTIVE, UnavailableReason.NOT_AVAILABLE), e.value
+                FailureReason.REBALANCING, FailureReason.NOT_ACTIVE, FailureReason.NOT_AVAILABLE), e.value
         cluster.release(Hold.RESTORE)
         with QueryClient(target) as q:
             def active() -> bool:
                 try:
-                    return q.get("counts", "common").metadata["role"] == "ACTIVE"
+                    return q.get("counts", "common").metadata["role"] is Role.ACTIVE
                 except grpc.RpcError:
                     return False
             wait_until(active, RESTORE_END_S, "the end of the restore", cluster.logs)

@@ -21,9 +21,11 @@ import grpc
 import pytest
 
 from instance.local.cluster import produce, sample_lines
+from kernel.local_read import Role
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.wire_enums import role_of
 from router.client.sync_client import QueryClient
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.helpers import query_all, wait_until, word_counts, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -48,8 +50,9 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
             def standbys_warm() -> bool:
                 """Every store partition has a standby at (or past) its active's position."""
                 md = q.metadata()
-                active = {s.partition: s.position for i in md.instances for s in i.stores if s.role == "ACTIVE"}
-                standby = {s.partition: s.position for i in md.instances for s in i.stores if s.role == "STANDBY"}
+                stores = [s for i in md.instances for s in i.stores]
+                active = {s.partition: s.position for s in stores if role_of(s.role) is Role.ACTIVE}
+                standby = {s.partition: s.position for s in stores if role_of(s.role) is Role.STANDBY}
                 return len(active) == 6 and all(standby.get(p, -1) >= pos for p, pos in active.items())
             wait_until(standbys_warm, 60, "every stateful task to have a caught-up standby", cluster.logs)
 
@@ -61,17 +64,23 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
             # changelog, which has only what the active's cache flushed at a commit; published
             # positions can be a heartbeat old, so the warm check above alone may come too early)
             part = q.get("counts", word).metadata["partition"]
-            md = q.metadata()
-            holder = next(i for i in md.instances for s in i.stores if s.partition == part and s.role == "STANDBY")
-            with grpc.insecure_channel(holder.endpoint) as channel:
-                stub = pb_grpc.InteractiveQueryStub(channel)
-                ask = pb.GetRequest(store="counts", key=word, options=pb.QueryOptions(allow_stale=True),
-                                    forwarded=True)  # answered from the replica there, not routed
+            ask = pb.GetRequest(store="counts", key=word, options=pb.QueryOptions(allow_stale=True),
+                                forwarded=True)  # answered from the replica there, not routed
 
-                def standby_has_it() -> bool:
-                    r = stub.Get(ask, timeout=5)
-                    return r.metadata.role == "STANDBY" and r.found and json.loads(r.value_json) == truth[word]
-                wait_until(standby_has_it, 60, "the standby to hold the word's count", cluster.logs)
+            def standby_has_it() -> bool:
+                """The instance holding the partition's standby now (a late rebalance may move it:
+                asked anew each time) answers the count from that standby."""
+                holder = next((i for i in q.metadata().instances for s in i.stores
+                               if s.partition == part and role_of(s.role) is Role.STANDBY), None)
+                if holder is None:
+                    return False
+                with grpc.insecure_channel(holder.endpoint) as channel:
+                    try:
+                        r = pb_grpc.InteractiveQueryStub(channel).Get(ask, timeout=5)
+                    except grpc.RpcError:  # NOT_ACTIVE: the standby moved after the metadata was read
+                        return False
+                return r.metadata.role == pb.ROLE_STANDBY and r.found and json.loads(r.value_json) == truth[word]
+            wait_until(standby_has_it, 60, "the standby to hold the word's count", cluster.logs)
 
             cluster.signal(2, signal.SIGKILL)
             t_kill = time.monotonic()
@@ -85,7 +94,7 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
                     seen.append(e.details())
                     return None
                 seen.append((r.value, r.metadata))
-                return r.metadata if r.metadata["role"] == "STANDBY" and r.value == truth[word] else None
+                return r.metadata if r.metadata["role"] is Role.STANDBY and r.value == truth[word] else None
 
             meta = wait_until(standby_answer, SESSION_S, "an answer from the standby before the takeover",
                               lambda: f"truth {truth[word]}; first answers {seen[:5]}; last answers {seen[-3:]}; "
@@ -100,7 +109,7 @@ def test_standby_answers_after_kill9_then_new_active(bootstrap: str, tmp_path: P
                     r = q.get("counts", word)
                 except grpc.RpcError:
                     return None
-                return r.metadata if r.metadata["role"] == "ACTIVE" and not r.metadata["stale"] \
+                return r.metadata if r.metadata["role"] is Role.ACTIVE and not r.metadata["stale"] \
                     and r.value == truth[word] else None
 
             meta = wait_until(active_answer, SESSION_S + 60, "a non-stale answer from a new active", cluster.logs)

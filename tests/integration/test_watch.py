@@ -30,10 +30,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from instance.local.cluster import LocalCluster, produce
 from instance.state.origins import RESERVED_KEY
+from kernel.watch_token import WatchToken
 from router.client.async_client import AsyncQueryClient
 from router.client.sync_client import QueryClient
 from router.client.watch_client import OWNER_CHANGED, RECONNECTED, Change, RoutingChange, Watch
-from router.core.watch_token import WatchToken
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration
@@ -277,13 +277,13 @@ def test_bad_watches_get_their_status(wc: WatchCluster) -> None:
 
 def _cli(*args: str) -> list[dict[str, Any]]:
     """``iqmesh ARGS``: its JSON lines."""
-    out = subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "iqmesh", *args], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     return [json.loads(line) for line in out.splitlines()]
 
 
 def _request(store: str) -> Any:
-    from router.rpc import iqmesh_pb2 as pb
+    from kernel.rpc import iqmesh_pb2 as pb
     return pb.WatchRequest(store=store)
 
 

@@ -71,7 +71,7 @@ def test_window_fetch_through_one_instance_is_exact(bootstrap: str, tmp_path: Pa
         wrong = [u for u in users if got.get(u) != expected[u]]
         assert not wrong, f"{len(wrong)} users wrong, e.g. {wrong[:3]}: {got.get(wrong[0])}\n{cluster.logs()}"
         assert len(served) == 3  # the answers crossed instances
-        out = subprocess.run([sys.executable, "-m", "instance.cli", "get", "--target", cluster.instances[2].target,
+        out = subprocess.run([sys.executable, "-m", "iqmesh", "get", "--target", cluster.instances[2].target,
                               "--store", "views-per-minute", "--key", users[0], "--window-from", str(base),
                               "--window-to", str(base + 10 * MINUTE)],
                              capture_output=True, text=True, timeout=60, check=True).stdout

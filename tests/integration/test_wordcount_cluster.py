@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from instance.local.cluster import LocalCluster, ensure_topic, produce, sample_lines
+from kernel.local_read import Role
 from router.client.sync_client import QueryClient
 
 pytestmark = pytest.mark.integration
@@ -90,7 +91,7 @@ def test_missing_key_is_not_found_and_unknown_store_is_not_found_status(bootstra
         with QueryClient(cluster.instances[0].target) as q:
             r = q.get("counts", "no-such-word-ever-written")
             assert r.found is False and r.value is None
-            assert r.metadata["role"] == "ACTIVE"
+            assert r.metadata["role"] is Role.ACTIVE
             with pytest.raises(grpc.RpcError) as e:
                 q.get("no-such-store", "x")
             assert e.value.code() is grpc.StatusCode.NOT_FOUND

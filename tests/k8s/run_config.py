@@ -1,5 +1,5 @@
 """What ``iqmesh run`` makes of a command line, without running it: the settings as cmd_run builds
-them (instance/cli/options.py: the properties file, then --config, then the flags, then application.server
+them (iqmesh/options.py: the properties file, then --config, then the flags, then application.server
 from --advertised-host/--grpc-port). Imports only the iqmesh distribution, so it also runs as a
 script in a venv holding just the wheel:
 
@@ -13,10 +13,10 @@ import json
 import sys
 
 from instance.app_loader import load_topology
-from instance.cli import run
-from instance.cli.main import parser
-from instance.cli.options import build_properties
 from instance.config import StreamsConfig
+from iqmesh import run
+from iqmesh.main import parser
+from iqmesh.options import build_properties
 
 
 def run_config(argv: list[str]) -> tuple[argparse.Namespace, StreamsConfig]:

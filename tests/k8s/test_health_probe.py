@@ -1,4 +1,4 @@
-"""instance.cli.health_probe against a real gRPC health server on loopback, plaintext and TLS (the
+"""iqmesh.health_probe against a real gRPC health server on loopback, plaintext and TLS (the
 exec probe production-example uses because the kubelet's grpc probe cannot dial TLS)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from instance.cli.health_probe import main as probe_main
+from iqmesh.health_probe import main as probe_main
 
 POD_DNS = "iqmesh-0.iqmesh-headless.iqmesh.svc.cluster.local"
 #: the probe's deadline here: far beyond a handshake and a call on a busy machine (a probe that

@@ -101,7 +101,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 if f.is_file() and not _ignored(rel, patterns):
                     (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, ctx / rel)
-    assert (ctx / "instance" / "cli" / "main.py").exists() and not (ctx / "tests").exists()
+    assert (ctx / "iqmesh" / "main.py").exists() and (ctx / "kernel" / "rpc" / "iqmesh_pb2.py").exists()
+    assert not (ctx / "tests").exists()
     assert not list(ctx.rglob("__pycache__"))
     out = tmp_path_factory.mktemp("wheels")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
@@ -206,7 +207,7 @@ def test_the_gateway_and_probe_commands_run_from_the_wheel(renderings: dict[str,
     assert served.stdout.strip() == "200 SERVING", served.stderr
     # and the exec probe command users may keep calling
     pod_argv(r, r.get("StatefulSet", "iqmesh"), "instance", "iqmesh-0", tmp_path)  # the mounted files
-    ran = _run(runtime_venv, [str(runtime_venv / "bin" / "python"), "-m", "instance.cli.health_probe",
+    ran = _run(runtime_venv, [str(runtime_venv / "bin" / "python"), "-m", "iqmesh.health_probe",
                               f"--config-file={tmp_path}/etc/iqmesh/config/app.properties", "--probe=readiness",
                               "--target", "127.0.0.1:1", "--timeout", "1"], tmp_path)
     assert (ran.returncode, ran.stdout.strip()) == (1, "UNAVAILABLE"), ran.stderr

@@ -14,12 +14,12 @@ import pytest
 from analytics.snapshot.options import add_arguments as snapshot_arguments
 from analytics.snapshot.options import options_from_args
 from instance.app_loader import load_topology
-from instance.cli.gateway import cmd_gateway
-from instance.cli.main import parser
-from instance.cli.options import client_security
 from instance.properties_file import load_properties_file
 from instance.server.health_http import PATHS, PROBE_SERVICES
 from instance.server.servicer import LIVENESS
+from iqmesh.gateway import cmd_gateway
+from iqmesh.main import parser
+from iqmesh.options import client_security
 from loadtest.k8s_sim.manifests import Rendered, container, pod_template
 from tests.k8s.conftest import K8S, OVERLAYS, RENDERINGS, WITH_COMPONENTS
 from tests.k8s.pods import pod_argv, run_config

@@ -9,18 +9,19 @@ from __future__ import annotations
 import subprocess
 
 from instance.runtime.metrics import THREAD_GROUP, ThreadMetrics
+from kernel.rpc import iqmesh_pb2 as pb
 from router.gateway.metrics import GatewayMetrics
 from router.gateway.prometheus import render
 from router.gateway.snapshot import Snapshot, metadata_to_json
-from router.rpc import iqmesh_pb2 as pb
 from tests.ops.tools import need_promtool
 
 
 def _snapshot() -> Snapshot:
     reply = pb.MetadataReply(asked="i0", store_partitions={"counts": 1}, instances=[
-        pb.InstanceMetadata(instance_id="i0", endpoint="h:1", state="RUNNING", alive=True, active_tasks=["0_0"],
+        pb.InstanceMetadata(instance_id="i0", endpoint="h:1", state=pb.INSTANCE_STATE_RUNNING, alive=True,
+                            active_tasks=["0_0"],
                             counters=pb.InstanceCounters(records_processed=7)),
-        pb.InstanceMetadata(instance_id="i1", endpoint="h:2", state="ERROR", alive=False)])
+        pb.InstanceMetadata(instance_id="i1", endpoint="h:2", state=pb.INSTANCE_STATE_ERROR, alive=False)])
     return Snapshot(100.0, "h:1", metadata_to_json(reply), {},
                     processing_lag={"by_instance": {"i0": 12, "(no owner)": 3}, "by_topic": {"lines": 15}})
 

@@ -32,6 +32,9 @@ def build_jar() -> Path:
     mvn = shutil.which("mvn")
     if mvn is None or shutil.which("java") is None:
         raise OracleUnavailable("the Kafka Streams oracle needs Maven (mvn) and Java 17+ on PATH")
+    # copy-dependencies adds to lib/ and never removes: a release bump would leave the old jars
+    # beside the new ones on the classpath
+    shutil.rmtree(LIB, ignore_errors=True)
     proc = subprocess.run([mvn, "-q", "-B", "package"], cwd=MODULE, capture_output=True, text=True,
                           timeout=900)
     if proc.returncode != 0 or not JAR.exists():

@@ -1,5 +1,6 @@
 """The differences the oracle found, shrunk, kept as regression scenarios; ``regressions.json``
-holds what Kafka Streams 4.1.1 answered (refresh it with ``python -m tests.oracle.regressions``)."""
+holds what Kafka Streams 4.1.1 answered, and 4.4.0 answers the same (refresh it with
+``python -m tests.oracle.regressions``)."""
 
 from __future__ import annotations
 

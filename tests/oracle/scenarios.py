@@ -93,7 +93,7 @@ def _params(template: str, draw: st.DrawFn) -> dict[str, Any]:
 
 
 def null_keys_allowed(template: str, params: dict[str, Any]) -> bool:
-    # Kafka Streams 4.1.1 fails with a NullPointerException ("key cannot be null") when a
+    # Kafka Streams (4.1.1, 4.4.0) fails with a NullPointerException ("key cannot be null") when a
     # stream-table join with a grace period buffers a null-key record: not a behaviour to copy
     return not (template == "stream_table_join" and params.get("grace", -1) >= 0)
 

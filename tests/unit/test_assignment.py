@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.core.assignment import range_assignee, successor
+from kernel.assignment import range_assignee, successor
 
 
 def _blocks(n: int, m: int) -> list[list[int]]:

@@ -13,8 +13,8 @@ from instance.runtime.holds import HOLDS_ENV, Hold
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.state.checkpoint import write_checkpoint
 from instance.state.spec import StoreSpec
-from router.core.serdes import StringSerde
-from router.core.task_id import TaskId
+from kernel.serdes import StringSerde
+from kernel.task_id import TaskId
 from tests.unit.kafka_fakes import FakeConsumer
 
 APP = "app"

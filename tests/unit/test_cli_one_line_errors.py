@@ -14,7 +14,7 @@ from instance.local.broker import free_port
 
 
 def iqmesh(*args: str) -> tuple[int, str]:
-    p = subprocess.run([sys.executable, "-m", "instance.cli", *args], capture_output=True, text=True, timeout=60)
+    p = subprocess.run([sys.executable, "-m", "iqmesh", *args], capture_output=True, text=True, timeout=60)
     return p.returncode, p.stderr
 
 

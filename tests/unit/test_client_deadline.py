@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
+from kernel.rpc import iqmesh_pb2 as pb
 from router.client import client_core, routing_table
 from router.client.client_core import ClientError, Deadline
 from router.client.client_steps import ClientCore, Done, Driver, Pause, Probe, Refresh, Rpc, Step
 from router.client.routing_table import RoutingTable
-from router.rpc import iqmesh_pb2 as pb
 
 
 class App:
@@ -43,9 +43,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def _core() -> ClientCore:
     reply = pb.MetadataReply(asked="a", application_id="app", store_routes=[
         pb.StoreRoute(store="counts", subtopology=0, partitions=1, key_serde="string", value_serde="long")],
-        instances=[pb.InstanceMetadata(instance_id="a", endpoint="a:1", state="RUNNING", alive=True,
+        instances=[pb.InstanceMetadata(instance_id="a", endpoint="a:1", state=pb.INSTANCE_STATE_RUNNING, alive=True,
                                        active_tasks=["0_0"]),
-                   pb.InstanceMetadata(instance_id="b", endpoint="b:1", state="RUNNING", alive=True)])
+                   pb.InstanceMetadata(instance_id="b", endpoint="b:1", state=pb.INSTANCE_STATE_RUNNING, alive=True)])
     core = ClientCore("a:1,b:1", 10.0, 30.0, App())
     core.table = RoutingTable(reply)
     return core

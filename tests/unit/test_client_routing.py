@@ -13,12 +13,12 @@ import pytest
 from instance.config import StreamsConfig
 from instance.errors import ConfigException
 from instance.serde import JsonSerde, LongSerde
+from kernel.options import QueryOptions
+from kernel.partitioner import default_partition
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.task_id import TaskId
 from router.client.query_router import QueryRouter
 from router.client.routing_table import RoutingTable, decode_value
-from router.core.options import QueryOptions
-from router.core.partitioner import default_partition
-from router.core.task_id import TaskId
-from router.rpc import iqmesh_pb2 as pb
 
 BASE = {"application.id": "my-app", "bootstrap.servers": "127.0.0.1:9092"}
 
@@ -31,13 +31,13 @@ def reply() -> pb.MetadataReply:
         pb.StoreRoute(store="custom", subtopology=2, partitions=4, key_serde="my-serde", value_serde="my-serde"),
     ])
     out.instances.extend([
-        pb.InstanceMetadata(instance_id="a", endpoint="a:1", state="RUNNING", alive=True,
+        pb.InstanceMetadata(instance_id="a", endpoint="a:1", state=pb.INSTANCE_STATE_RUNNING, alive=True,
                             active_tasks=["1_0", "1_1", "1_2"], standby_tasks=["1_3"],
-                            stores=[pb.StorePartition(store="counts", partition=3, role="STANDBY", position=7,
+                            stores=[pb.StorePartition(store="counts", partition=3, role=pb.ROLE_STANDBY, position=7,
                                                       end_offset=10, lag=3)]),
-        pb.InstanceMetadata(instance_id="b", endpoint="b:1", state="RUNNING", alive=True,
+        pb.InstanceMetadata(instance_id="b", endpoint="b:1", state=pb.INSTANCE_STATE_RUNNING, alive=True,
                             active_tasks=["1_3", "1_4", "1_5"]),
-        pb.InstanceMetadata(instance_id="c", endpoint="c:1", state="RUNNING", alive=False,
+        pb.InstanceMetadata(instance_id="c", endpoint="c:1", state=pb.INSTANCE_STATE_RUNNING, alive=False,
                             active_tasks=["1_0"], assigned_at_ms=10**15),  # missed its heartbeats
     ])
     return out

@@ -8,12 +8,12 @@ from typing import Any
 import grpc
 import pytest
 
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.status_details import refusal_of
+from kernel.unavailable import FailureReason, UnavailableError
 from router.client.client_core import ClientError, unavailable
 from router.client.client_steps import ClientCore, Done, Driver, Pause, Probe, Refresh, Rpc, Step
 from router.client.routing_table import RoutingTable
-from router.core.status_details import refusal_of
-from router.core.unavailable import UnavailableError, UnavailableReason
-from router.rpc import iqmesh_pb2 as pb
 
 
 class App:
@@ -23,21 +23,21 @@ class App:
 def _core(allow_standby: bool = True) -> ClientCore:
     reply = pb.MetadataReply(asked="a", application_id="app", store_routes=[
         pb.StoreRoute(store="counts", subtopology=0, partitions=1, key_serde="string", value_serde="long")],
-        instances=[pb.InstanceMetadata(instance_id="a", endpoint="a:1", state="RUNNING", alive=True,
+        instances=[pb.InstanceMetadata(instance_id="a", endpoint="a:1", state=pb.INSTANCE_STATE_RUNNING, alive=True,
                                        active_tasks=["0_0"]),
-                   pb.InstanceMetadata(instance_id="b", endpoint="b:1", state="RUNNING", alive=True,
+                   pb.InstanceMetadata(instance_id="b", endpoint="b:1", state=pb.INSTANCE_STATE_RUNNING, alive=True,
                                        standby_tasks=["0_0"] if allow_standby else [])])
     core = ClientCore("a:1", 5.0, 30.0, App())
     core.table = RoutingTable(reply)
     return core
 
 
-def _refused(reason: UnavailableReason) -> ClientError:
+def _refused(reason: FailureReason) -> ClientError:
     return unavailable(UnavailableError(reason, "not now"))
 
 
 def _found(served_by: str) -> pb.GetReply:
-    return pb.GetReply(found=True, value_json="3", metadata=pb.ReadMetadata(served_by=served_by, role="ACTIVE"))
+    return pb.GetReply(found=True, value_json="3", metadata=pb.ReadMetadata(served_by=served_by, role=pb.ROLE_ACTIVE))
 
 
 def test_a_get_goes_straight_to_the_owner_and_retries_a_refusal_after_a_fresh_table() -> None:
@@ -52,7 +52,7 @@ def test_a_get_goes_straight_to_the_owner_and_retries_a_refusal_after_a_fresh_ta
     first = step(driver.first())
     assert isinstance(first, Rpc) and (first.endpoint, first.method) == ("a:1", "Get")
     assert first.request.forwarded  # the owner answers or refuses, never passes it on
-    pause = step(driver.throw(_refused(UnavailableReason.REBALANCING)))
+    pause = step(driver.throw(_refused(FailureReason.REBALANCING)))
     assert isinstance(pause, Pause) and core.stale  # the cluster moved: wait, then a fresh table
     refresh = step(driver.send(None))
     assert isinstance(refresh, Refresh) and refresh.seen is core.table
@@ -67,14 +67,14 @@ def test_a_stale_read_passes_a_refusing_owner_to_its_standby() -> None:
     driver = Driver(core.get("counts", "k", allow_stale=True))
     first = driver.first()
     assert isinstance(first, Rpc) and first.endpoint == "a:1"
-    second = driver.throw(_refused(UnavailableReason.NOT_ACTIVE))
+    second = driver.throw(_refused(FailureReason.NOT_ACTIVE))
     assert isinstance(second, Rpc) and second.endpoint == "b:1"  # the next candidate, no pause
     done = driver.send(_found("b"))
     assert isinstance(done, Done) and done.value.asked == "b:1"
 
 
-@pytest.mark.parametrize("reason", [UnavailableReason.NOT_UP_TO_BOUND, UnavailableReason.NO_REPLICA_WITHIN_LAG])
-def test_the_callers_own_bounds_come_back_at_once(reason: UnavailableReason) -> None:
+@pytest.mark.parametrize("reason", [FailureReason.NOT_UP_TO_BOUND, FailureReason.NO_REPLICA_WITHIN_LAG])
+def test_the_callers_own_bounds_come_back_at_once(reason: FailureReason) -> None:
     driver = Driver(_core(allow_standby=False).get("counts", "k"))
     assert isinstance(driver.first(), Rpc)
     with pytest.raises(grpc.RpcError) as e:

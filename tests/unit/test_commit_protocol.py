@@ -17,18 +17,19 @@ from confluent_kafka import KafkaError, TopicPartition
 from instance.config import AT_LEAST_ONCE, EXACTLY_ONCE_V2, StreamsConfig
 from instance.errors import StreamsException, TaskMigratedException
 from instance.runtime.changelog_reader import StoreChangelogReader
-from instance.runtime.collector import RecordCollector, producer_config
-from instance.runtime.handlers import PRODUCTION, ErrorHandling
+from instance.runtime.collector import RecordCollector
 from instance.runtime.internal_topics import TopicLayout, internal_name
 from instance.runtime.task import StreamTask
 from instance.runtime.task_committer import REBALANCE_ERRORS
 from instance.runtime.task_manager import TaskManager
 from instance.runtime.task_state import TaskState
+from instance.runtime.thread_clients import producer_config
 from instance.serde import LongSerde, StringSerde
 from instance.state.checkpoint import read_checkpoint
 from instance.topology import StreamsBuilder
+from instance.topology.handlers import PRODUCTION, ErrorHandling
 from instance.topology.topology import Topology
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 from tests.unit.kafka_fakes import FakeBroker, FakeConsumer, FakeGroupConsumer, FakeProducer, message
 
 APP = "app"
@@ -93,9 +94,10 @@ def _thread(tmp_path: Path, guarantee: str, partitions: tuple[int, ...] = (0, 1)
 
     layout = TopicLayout({}, {}, {"counts": CHANGELOG})
     reader = StoreChangelogReader({}, consumer=changelogs or FakeConsumer())
-    tm = TaskManager("thread-1", config, topology, layout, internal_name(APP, topology), new_collector, reader, errors)
-    tm.consumer = FakeGroupConsumer(thread.broker)  # type: ignore[assignment]
-    tm.committer.on_producer_replaced = thread.replaced.append
+    consumer = FakeGroupConsumer(thread.broker)
+    tm = TaskManager("thread-1", config, topology, layout, internal_name(APP, topology), new_collector, reader, errors,
+                     consumer=lambda: consumer,  # type: ignore[arg-type,return-value]
+                     on_producer_replaced=thread.replaced.append)
     tm.assign([TopicPartition(INPUT, p) for p in partitions])
     thread.tm = tm
     return thread

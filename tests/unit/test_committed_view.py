@@ -14,8 +14,8 @@ from instance.state.bytes_store import BytesStore, InMemoryBytesStore, RocksDBBy
 from instance.state.committed_view import CommittedView
 from instance.state.kv_store import ChangelogSend
 from instance.state.spec import StoreSpec
-from router.core.serdes import StringSerde
-from router.core.task_id import TaskId
+from kernel.serdes import StringSerde
+from kernel.task_id import TaskId
 
 APP = "app"
 TID = TaskId(0, 1)

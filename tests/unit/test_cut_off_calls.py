@@ -11,11 +11,11 @@ from concurrent import futures
 import grpc
 import pytest
 
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.unavailable import FailureReason
 from router.client.client_core import is_retryable, is_unreachable
 from router.client.forward import refusal
-from router.core.unavailable import UnavailableReason
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
 
 class _Servicer(pb_grpc.InteractiveQueryServicer):
@@ -63,4 +63,4 @@ def test_a_call_cut_off_is_asked_elsewhere(how: str) -> None:
     e = errors[0]
     assert is_unreachable(e) and is_retryable(e), e
     refused = refusal(endpoint, e)
-    assert refused is not None and refused.reason is UnavailableReason.NOT_AVAILABLE
+    assert refused is not None and refused.reason is FailureReason.NOT_AVAILABLE

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kernel.instance_state import State
 from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery
 from router.gateway.metrics import GatewayMetrics
@@ -16,9 +17,9 @@ from router.gateway.series import GetTimes, instance_get_ms
 from router.gateway.snapshot import SnapshotPoller
 
 
-def _inst(iid: str, gets: int, seconds: float, state: str = "RUNNING", age_ms: int = 100,
+def _inst(iid: str, gets: int, seconds: float, state: State = State.RUNNING, age_ms: int = 100,
           forwarded: int = 0) -> dict[str, Any]:
-    return {"instance_id": iid, "state": state, "alive": state == "RUNNING" and age_ms < 3000,
+    return {"instance_id": iid, "state": state, "alive": state is State.RUNNING and age_ms < 3000,
             "heartbeat_age_ms": age_ms, "heartbeat_interval_ms": 1000, "session_timeout_ms": 10_000,
             "restoring_tasks": [], "stores": [],
             "counters": {"gets_local": gets // 2, "gets_routed": gets - gets // 2, "gets_forwarded": forwarded,
@@ -39,7 +40,7 @@ def test_an_instance_s_mean_get_latency_is_its_get_seconds_over_its_gets() -> No
 
 def test_a_gone_instance_is_null_on_every_chart_and_a_late_one_is_not() -> None:
     md = {"instances": [_inst("a", 10, 0.1), _inst("b", 10, 0.1, age_ms=5000), _inst("c", 10, 0.1, age_ms=12_000),
-                        _inst("d", 10, 0.1, state="ERROR")]}
+                        _inst("d", 10, 0.1, state=State.ERROR)]}
     rates = {iid: {"store_updates_per_s": 1.0, "records_per_s": 2.0, "queries_per_s": 3.0,
                    "query_errors_per_s": 0.0, "lag": 4.0} for iid in "abcd"}
     gateway = {"p50_ms": 2.0, "p99_ms": 9.0, "queries_per_s": 5.0, "client_errors_per_s": 0.0,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kernel.instance_state import State
 from router.gateway.metrics import BUCKETS, GatewayMetrics
 from router.gateway.series import GatewayReading, gateway_rates, quantile
 from router.gateway.timeline import aged, changes, presence
@@ -43,21 +44,21 @@ def test_gateway_rates_count_query_routes_for_latency_and_every_route_for_errors
     assert gateway_rates(GatewayReading.of(m), None, 0.0)["p50_ms"] is None
 
 
-def _inst(iid: str, state: str = "RUNNING", age_ms: int = 100, restoring: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"instance_id": iid, "state": state, "alive": age_ms <= 3000 and state in ("RUNNING", "REBALANCING"),
+def _inst(iid: str, state: State = State.RUNNING, age_ms: int = 100, restoring: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"instance_id": iid, "state": state, "alive": age_ms <= 3000 and state.is_running_or_rebalancing(),
             "heartbeat_age_ms": age_ms, "heartbeat_interval_ms": 1000, "session_timeout_ms": 10_000,
             "restoring_tasks": list(restoring)}
 
 
 def test_events_joins_late_and_gone_instances_rebalances_and_restores() -> None:
     before = {"instances": [_inst("a"), _inst("b"), _inst("c")]}
-    after = {"instances": [_inst("a", "REBALANCING", restoring=("0_1",)), _inst("b"), _inst("c", age_ms=7000),
-                           _inst("d", "REBALANCING")]}
+    after = {"instances": [_inst("a", State.REBALANCING, restoring=("0_1",)), _inst("b"), _inst("c", age_ms=7000),
+                           _inst("d", State.REBALANCING)]}
     got = [(e.kind, e.instance) for e in changes(before, after, 10.0)]
     assert got == [("rebalance", "a"), ("restore", "a"), ("late", "c"), ("joined", "d")]
     late = next(e for e in changes(before, after, 10.0) if e.kind == "late")
     assert "7.0 s old" in late.text and "gone after 10 s" in late.text and late.at == 10.0
-    done = {"instances": [_inst("a"), _inst("b"), _inst("c", age_ms=12_000), _inst("d", "ERROR")]}
+    done = {"instances": [_inst("a"), _inst("b"), _inst("c", age_ms=12_000), _inst("d", State.ERROR)]}
     got = [(e.kind, e.instance, e.text) for e in changes(after, done, 11.0)]
     assert [(k, i) for k, i, _ in got] == [("restored", "a"), ("gone", "c"), ("gone", "d"), ("error", "d")]
     assert "no heartbeat for 12.0 s" in got[1][2] and "state ERROR" in got[2][2]
@@ -85,8 +86,8 @@ def test_a_table_nobody_answers_ages_until_its_instances_are_gone() -> None:
     assert not any(i["alive"] for i in later["instances"])
     assert [(e.kind, e.instance) for e in changes(table, later, 9.5)] == [("late", "a"), ("gone", "b")]
     # what the instances topic says they last published wins when it is newer: b failed
-    heard = aged(table, 2.0, {"b": ("ERROR", 1500), "a": ("RUNNING", 99_000)})
-    assert [(i["state"], presence(i)) for i in heard["instances"]] == [("RUNNING", "alive"), ("ERROR", "gone")]
+    heard = aged(table, 2.0, {"b": (State.ERROR, 1500), "a": (State.RUNNING, 99_000)})
+    assert [(i["state"], presence(i)) for i in heard["instances"]] == [(State.RUNNING, "alive"), (State.ERROR, "gone")]
 
 
 def test_processing_lag_is_summed_per_owner_of_the_task_and_per_topic() -> None:

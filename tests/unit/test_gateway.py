@@ -15,9 +15,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from instance.local.broker import free_port
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.status_details import refusal_status
+from kernel.unavailable import FailureReason, UnavailableError
 from router.client.client_core import ClientError, unavailable
-from router.core.status_details import refusal_status
-from router.core.unavailable import UnavailableError, UnavailableReason
 from router.gateway import GatewayConfig, create_app
 from router.gateway.backend import Backend
 from router.gateway.discovery import Discovery
@@ -27,17 +29,15 @@ from router.gateway.openapi import document
 from router.gateway.params import ReadParams, ScanParams
 from router.gateway.prometheus import render
 from router.gateway.snapshot import Sample, Snapshot, metadata_to_json, rates, store_replicas
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
 
 def FakeRpcError(code: grpc.StatusCode, details: str) -> ClientError:  # noqa: N802 - shaped as a class
     """An error as an instance sends it: a refusal's reason and tried ids (``"REASON: message
     tried=a,b"``, the text servers write) also in its typed details."""
     head, _, rest = details.partition(": ")
-    if code is grpc.StatusCode.UNAVAILABLE and head in UnavailableReason.__members__:
+    if code is grpc.StatusCode.UNAVAILABLE and head in FailureReason.__members__:
         message, _, tried = rest.partition(" tried=")
-        return unavailable(UnavailableError(UnavailableReason[head], message, [t for t in tried.split(",") if t]))
+        return unavailable(UnavailableError(FailureReason[head], message, [t for t in tried.split(",") if t]))
     return ClientError(code, details)
 
 
@@ -97,10 +97,10 @@ class Fake(pb_grpc.InteractiveQueryServicer):
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
         self.calls += 1
         if self.refuse:
-            context.abort_with_status(refusal_status(UnavailableError(UnavailableReason.REBALANCING, "not now"),
+            context.abort_with_status(refusal_status(UnavailableError(FailureReason.REBALANCING, "not now"),
                                                      "REBALANCING: not now"))
         return pb.GetReply(found=True, value_json=json.dumps(request.key),
-                           metadata=pb.ReadMetadata(served_by=self.name, role="ACTIVE"))
+                           metadata=pb.ReadMetadata(served_by=self.name, role=pb.ROLE_ACTIVE))
 
     def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[pb.WatchReply]:
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{self.name} serves 8 watches already (at most 8)")
@@ -108,7 +108,8 @@ class Fake(pb_grpc.InteractiveQueryServicer):
 
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataReply:
         return pb.MetadataReply(asked=self.name, instances=[pb.InstanceMetadata(
-            instance_id=self.name, endpoint="", state="RUNNING", alive=True)], store_partitions={"s": 1})
+            instance_id=self.name, endpoint="", state=pb.INSTANCE_STATE_RUNNING, alive=True)],
+            store_partitions={"s": 1})
 
 
 @pytest.fixture
@@ -168,14 +169,16 @@ def _md(pos0: int, pos1: int, lag: int = 0, answered: int = 0, processed: int = 
                                    gets_routed=answered // 2, gets_forwarded=1, get_seconds=0.25,
                                    query_errors={"NOT_FOUND": 2})
     reply = pb.MetadataReply(asked="i0", store_partitions={"counts": 2}, instances=[
-        pb.InstanceMetadata(instance_id="i0", endpoint="h:1", state="RUNNING", alive=True, active_tasks=["0_0"],
-                            stores=[pb.StorePartition(store="counts", partition=0, role="ACTIVE", position=pos0,
+        pb.InstanceMetadata(instance_id="i0", endpoint="h:1", state=pb.INSTANCE_STATE_RUNNING, alive=True,
+                            active_tasks=["0_0"],
+                            stores=[pb.StorePartition(store="counts", partition=0, role=pb.ROLE_ACTIVE, position=pos0,
                                                       end_offset=pos0)], counters=counters),
-        pb.InstanceMetadata(instance_id="i1", endpoint="h:2", state="RUNNING", alive=True, active_tasks=["0_1"],
+        pb.InstanceMetadata(instance_id="i1", endpoint="h:2", state=pb.INSTANCE_STATE_RUNNING, alive=True,
+                            active_tasks=["0_1"],
                             standby_tasks=["0_0"],
-                            stores=[pb.StorePartition(store="counts", partition=1, role="ACTIVE", position=pos1,
+                            stores=[pb.StorePartition(store="counts", partition=1, role=pb.ROLE_ACTIVE, position=pos1,
                                                       end_offset=pos1),
-                                    pb.StorePartition(store="counts", partition=0, role="STANDBY",
+                                    pb.StorePartition(store="counts", partition=0, role=pb.ROLE_STANDBY,
                                                       position=pos0 - lag, end_offset=pos0, lag=lag)])])
     return metadata_to_json(reply)
 
@@ -196,7 +199,7 @@ def test_rates_from_one_snapshot_to_the_next() -> None:
     assert rates(restarted, Sample.of(restarted, 102.0), first, later)["i0"]["records_per_s"] == 40.0
     # a partition that moved to another instance in the window does not count for either
     moved = metadata_to_json(pb.MetadataReply(instances=[pb.InstanceMetadata(
-        instance_id="i1", alive=True, stores=[pb.StorePartition(store="counts", partition=0, role="ACTIVE",
+        instance_id="i1", alive=True, stores=[pb.StorePartition(store="counts", partition=0, role=pb.ROLE_ACTIVE,
                                                                 position=50)])]))
     assert rates(moved, Sample.of(moved, 102.0), first, None)["i1"]["store_updates_per_s"] == 0.0
     (store,) = store_replicas(_md(5, 6))

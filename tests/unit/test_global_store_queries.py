@@ -16,14 +16,14 @@ from instance.runtime.states import State
 from instance.serde import StringSerde
 from instance.server.servicer import QueryServer
 from instance.topology import StreamsBuilder
+from kernel.local_read import LocalReplica, Role
+from kernel.metadata import InstanceInfo
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.status_details import refusal_of
+from kernel.unavailable import FailureReason, UnavailableError
 from router.client.routing_table import RoutingTable
-from router.core.local_read import LocalReplica, Role
-from router.core.metadata import InstanceInfo
-from router.core.status_details import refusal_of
-from router.core.unavailable import UnavailableError, UnavailableReason
 from router.gateway.snapshot import store_replicas
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
 S = StringSerde()
 
@@ -60,7 +60,7 @@ def test_before_start_and_while_loading_a_global_store_is_unavailable(
     assert e.code() is grpc.StatusCode.UNAVAILABLE
     assert e.details().startswith("NOT_AVAILABLE: KafkaStreams is not started")
     refused = refusal_of(e)  # the reason is typed in the status's details, not read from the text
-    assert refused is not None and refused.reason is UnavailableReason.NOT_AVAILABLE
+    assert refused is not None and refused.reason is FailureReason.NOT_AVAILABLE
     # start() has begun (REBALANCING) but the global thread has not finished loading the store
     streams._sm.set(State.REBALANCING)
     assert streams.global_thread is None
@@ -70,7 +70,7 @@ def test_before_start_and_while_loading_a_global_store_is_unavailable(
         e = _status(call)
         assert e.code() is grpc.StatusCode.UNAVAILABLE
         assert e.details().startswith("NOT_AVAILABLE: global store 'lookup' is not queryable yet"), e.details()
-        assert getattr(refusal_of(e), "reason", None) is UnavailableReason.NOT_AVAILABLE
+        assert getattr(refusal_of(e), "reason", None) is FailureReason.NOT_AVAILABLE
     # an unknown store is still NOT_FOUND, naming the global store among the known ones
     e = _status(lambda: stub.Get(pb.GetRequest(store="nope", key="k"), timeout=5))
     assert e.code() is grpc.StatusCode.NOT_FOUND and "lookup" in e.details() and refusal_of(e) is None
@@ -96,7 +96,7 @@ def test_routing_table_and_catalog_carry_the_global_flag() -> None:
         pb.StoreRoute(store="counts", subtopology=0, partitions=4, key_serde="string", value_serde="long"),
         pb.StoreRoute(store="lookup", subtopology=-1, partitions=0, key_serde="string", value_serde="string",
                       global_store=True)],
-        instances=[pb.InstanceMetadata(instance_id="a", endpoint="h:1", state="RUNNING", alive=True,
+        instances=[pb.InstanceMetadata(instance_id="a", endpoint="h:1", state=pb.INSTANCE_STATE_RUNNING, alive=True,
                                        active_tasks=["0_0"])])
     table = RoutingTable(reply)
     assert table.is_global("lookup") and not table.is_global("counts")
@@ -131,7 +131,7 @@ def test_client_passes_a_global_get_to_the_next_instance_when_one_refuses() -> N
     reply = pb.MetadataReply(asked="a", store_routes=[
         pb.StoreRoute(store="lookup", subtopology=-1, partitions=0, key_serde="string", value_serde="string",
                       global_store=True)],
-        instances=[pb.InstanceMetadata(instance_id=i, endpoint=f"h:{n}", state="RUNNING", alive=True)
+        instances=[pb.InstanceMetadata(instance_id=i, endpoint=f"h:{n}", state=pb.INSTANCE_STATE_RUNNING, alive=True)
                    for n, i in ((1, "a"), (2, "b"))])
     asked: list[str] = []
 
@@ -142,10 +142,10 @@ def test_client_passes_a_global_get_to_the_next_instance_when_one_refuses() -> N
         def Get(self, request: pb.GetRequest, timeout: float) -> pb.GetReply:  # noqa: N802 - gRPC's name
             asked.append(self.endpoint)
             if self.endpoint == "h:1":
-                raise unavailable(UnavailableError(UnavailableReason.NOT_AVAILABLE,
+                raise unavailable(UnavailableError(FailureReason.NOT_AVAILABLE,
                                                    "global store 'lookup' is not queryable yet"))
             return pb.GetReply(found=True, value=b"v", value_json='"v"', value_serde="string",
-                               metadata=pb.ReadMetadata(served_by="b", role="GLOBAL"))
+                               metadata=pb.ReadMetadata(served_by="b", role=pb.ROLE_GLOBAL))
 
     class Pool:
         def stub(self, endpoint: str) -> Stub:

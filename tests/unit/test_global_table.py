@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from instance.errors import TopologyException
-from instance.runtime.handlers import ErrorHandling
 from instance.serde import IntSerde, StringSerde
 from instance.state.spec import StoreSpec
 from instance.testing import TopologyTestDriver
 from instance.testing.driver import _Msg
 from instance.topology import BaseProcessor, GlobalKTable, StreamsBuilder, Topology
+from instance.topology.handlers import ErrorHandling
 from instance.topology.table_processors import StreamTableJoinProcessor
 
 S = StringSerde()
@@ -105,7 +105,7 @@ def test_null_value_drops_the_record_a_null_lookup_key_only_in_an_inner_join(lef
         inp.pipe_input(0, "no-foreign-key")     # the selector returns None
         inp.pipe_input(1, None)                 # None value
         inp.pipe_input(None, "A,FKey0")         # None stream key: the selector still finds a row
-        # a left join joins a None lookup key with no table value (KIP-962; Kafka Streams 4.1.1)
+        # a left join joins a None lookup key with no table value (KIP-962; Kafka Streams 4.4.0)
         assert _read(d) == ([(0, "no-foreign-key+null"), (None, "A,FKey0+Y0")] if left else
                             [(None, "A,FKey0+Y0")])
         procs = [p for t in d.tasks for p in t._processors if isinstance(p, StreamTableJoinProcessor)]

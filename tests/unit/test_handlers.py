@@ -21,18 +21,6 @@ from instance.errors import (
     SerializationException,
     StreamsException,
 )
-from instance.runtime.handlers import (
-    HEADER_EXCEPTION,
-    HEADER_MESSAGE,
-    HEADER_OFFSET,
-    HEADER_PARTITION,
-    HEADER_STACKTRACE,
-    HEADER_TOPIC,
-    ErrorHandlerContext,
-    HandlerResponse,
-    HandlerResult,
-)
-from instance.runtime.timestamps import ConsumedRecord
 from instance.serde import BytesSerde, LongSerde, StringSerde
 from instance.testing import TopologyTestDriver
 from instance.topology import (
@@ -45,6 +33,18 @@ from instance.topology import (
     StreamsBuilder,
     Topology,
 )
+from instance.topology.handlers import (
+    HEADER_EXCEPTION,
+    HEADER_MESSAGE,
+    HEADER_OFFSET,
+    HEADER_PARTITION,
+    HEADER_STACKTRACE,
+    HEADER_TOPIC,
+    ErrorHandlerContext,
+    HandlerResponse,
+    HandlerResult,
+)
+from instance.topology.timestamps import ConsumedRecord
 
 S = StringSerde()
 L = LongSerde()

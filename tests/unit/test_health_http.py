@@ -1,6 +1,6 @@
 """The instance's plain-HTTP health port (instance/server/health_http.py), against a real gRPC health
 servicer and real sockets: each path answers what the gRPC health service says, with the rule
-``instance.cli.health_probe`` applies to the same service over gRPC; malformed probes get a status,
+``iqmesh.health_probe`` applies to the same service over gRPC; malformed probes get a status,
 not a hang; a probe that sends nothing does not hold the others up; ``iqmesh.health.port`` is
 validated like every port (one line naming it, exit 2)."""
 
@@ -17,13 +17,13 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from instance.cli.health_probe import main as probe_main
 from instance.config import StreamsConfig
 from instance.errors import ConfigException
 from instance.local.broker import free_port
 from instance.server.health_http import HealthServer
 from instance.server.servicer import LIVENESS
-from router.core.ports import PortInUseError
+from iqmesh.health_probe import main as probe_main
+from kernel.ports import PortInUseError
 from tests.unit.test_cli_one_line_errors import iqmesh, one_line
 
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING

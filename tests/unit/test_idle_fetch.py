@@ -1,4 +1,4 @@
-"""The idle-fetch pause (router/core/idle_fetch.py) as a policy: a switch that records stop/start and
+"""The idle-fetch pause (kernel/idle_fetch.py) as a policy: a switch that records stop/start and
 a clock the test moves, so every transition is checked without a broker."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
-from router.core.idle_fetch import IdleFetch, PauseAssignment
+from kernel.idle_fetch import IdleFetch, PauseAssignment
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The instances-topic follower (router/core/instances_follower.py) against a consumer double at its
+"""The instances-topic follower (kernel/instances_follower.py) against a consumer double at its
 ``consumer`` seam: it reads only when the end offset moved, applies records in order (removals,
 the instance's own record skipped, malformed ones skipped), reads once to the end (the snapshot)
 past transaction markers, and fails a one-shot read that cannot finish."""
@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from router.core.instance_state import State
-from router.core.instances_follower import InstancesFollower, ViewWriter, instances_topic
-from router.core.metadata import ClusterView, InstanceInfo
+from kernel.instance_state import State
+from kernel.instances_follower import InstancesFollower, ViewWriter, instances_topic
+from kernel.metadata import ClusterView, InstanceInfo
 
 APP = "app"
 

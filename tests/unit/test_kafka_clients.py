@@ -1,4 +1,4 @@
-"""Every Kafka client's settings from one place, with Kafka Streams' prefixes (instance/kafka_clients.py)."""
+"""Every Kafka client's settings from one place, with Kafka Streams' prefixes (kernel/kafka_clients.py)."""
 
 from __future__ import annotations
 
@@ -94,8 +94,7 @@ def test_the_consumer_protocol_drops_the_settings_the_broker_owns() -> None:
 
 
 @pytest.mark.parametrize(("props", "message"), [
-    ({"group.protocol": "streams"}, "KIP-1071"),
-    ({"group.protocol": "eager"}, "classic or consumer"),
+    ({"group.protocol": "eager"}, "classic, consumer or streams"),
     ({"group.protocol": "consumer", "main.consumer.group.remote.assignor": "uniform"}, "co-partitioned"),
 ])
 def test_group_protocols_that_cannot_run_a_topology_are_refused(props: dict[str, str], message: str) -> None:

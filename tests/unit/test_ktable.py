@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from instance.serde import IntSerde, JsonSerde, LongSerde, StringSerde
-from instance.serde.change_serde import ChangeSerde
 from instance.state.change import Change
 from instance.testing import TopologyTestDriver
 from instance.topology import BaseProcessor, KTable, Materialized, StreamsBuilder
+from instance.topology.change_serde import ChangeSerde
 
 S = StringSerde()
 L = LongSerde()

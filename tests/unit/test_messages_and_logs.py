@@ -17,9 +17,9 @@ from confluent_kafka import Producer
 from instance.errors import UnknownStateStoreException
 from instance.local.broker import free_port
 from instance.server.status import to_status
-from router.core.echo import ECHO_CHARS, MAX_MESSAGE_CHARS, clip, echo
-from router.core.kafka_log import KAFKA_LOGGER, client_logging
-from router.core.tokens import PositionToken
+from kernel.echo import ECHO_CHARS, MAX_MESSAGE_CHARS, clip, echo
+from kernel.kafka_log import KAFKA_LOGGER, client_logging
+from kernel.tokens import PositionToken
 
 ROOT = Path(__file__).resolve().parents[2]
 

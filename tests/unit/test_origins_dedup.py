@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 
 from instance.config import StreamsConfig
-from instance.runtime.handlers import ErrorHandling
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task import StreamTask
 from instance.serde import LongSerde, StringSerde
@@ -40,11 +39,12 @@ from instance.state.spec import StoreSpec
 from instance.state.windowed_base import WindowedStoreBase
 from instance.testing import TopologyTestDriver
 from instance.topology import Materialized, StreamsBuilder
+from instance.topology.handlers import ErrorHandling
 from instance.topology.stream_joins import StreamJoined
 from instance.topology.suppress import BufferConfig, Suppressed
 from instance.topology.topology import SourceNode, Topology
 from instance.topology.windows import JoinWindows, SessionWindows, TimeWindows
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 S, L = StringSerde(), LongSerde()
 WORDS = ["apple", "banana", "cherry", "date", "elder"]

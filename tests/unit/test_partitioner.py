@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from router.core import partitioner
-from router.core.partitioner import default_partition, murmur2, murmur2_reference, to_positive
+from kernel import partitioner
+from kernel.partitioner import default_partition, murmur2, murmur2_reference, to_positive
 
 VECTORS = {
     b"21": -973932308,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from instance.runtime.query_counters import QueryCounters
-from router.core.instance_state import State
-from router.core.metadata import InstanceCounters, InstanceInfo
+from kernel.instance_state import State
+from kernel.metadata import InstanceCounters, InstanceInfo
 
 
 def test_threads_count_without_losing_updates() -> None:
@@ -17,7 +17,7 @@ def test_threads_count_without_losing_updates() -> None:
     def work(i: int) -> None:
         start.wait()
         for _ in range(20_000):
-            slot = counters.slot()
+            slot = counters.local.slot  # the servicer's read: made and registered on a thread's first
             slot.gets_local += 1
             slot.get_seconds += 0.5
         slot.errors["NOT_FOUND" if i % 2 else "UNAVAILABLE"] += 3

@@ -11,18 +11,18 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from instance.runtime.query import FailureReason
 from instance.runtime.query.execute import replica_refusal
+from kernel.instance_state import State
+from kernel.local_read import LocalReplica, Role
+from kernel.metadata import ClusterView, InstanceInfo, StorePartitionInfo
+from kernel.options import QueryOptions
+from kernel.status_details import refusal_text
+from kernel.task_id import TaskId
+from kernel.tokens import PositionToken
+from kernel.unavailable import FailureReason as R
+from kernel.unavailable import UnavailableError
+from kernel.wire_enums import reason_of, reason_pb
 from router.client.query_router import Candidate, QueryRouter
-from router.core.instance_state import State
-from router.core.local_read import LocalReplica, Role
-from router.core.metadata import ClusterView, InstanceInfo, StorePartitionInfo
-from router.core.options import QueryOptions
-from router.core.status_details import refusal_text
-from router.core.task_id import TaskId
-from router.core.tokens import PositionToken
-from router.core.unavailable import UnavailableError
-from router.core.unavailable import UnavailableReason as R
 
 STORE = "counts"
 TASK = TaskId(0, 3)
@@ -185,7 +185,7 @@ def test_position_bound_not_reached_is_not_up_to_bound() -> None:
         assert options.bound is not None
         replica = LocalReplica(Role.ACTIVE, TASK.partition, 100, 100)
         refused = replica_refusal(STORE, replica, True, None, options.bound.offset)
-        assert refused is not None and refused[0] is FailureReason.NOT_UP_TO_BOUND
+        assert refused is not None and refused[0] is R.NOT_UP_TO_BOUND
         raise UnavailableError(R.NOT_UP_TO_BOUND, refused[1])
 
     def forward(endpoint: str) -> str:
@@ -209,9 +209,9 @@ def test_reason_order_and_details() -> None:
     assert [r.name for r in R] == ["NOT_UP_TO_BOUND", "NO_REPLICA_WITHIN_LAG", "REBALANCING", "NOT_ACTIVE",
                                    "NOT_AVAILABLE"]
     assert R.most_relevant([]) is R.NOT_AVAILABLE
-    assert R.named("NOT_ACTIVE") is R.NOT_ACTIVE
-    assert R.named("SOME_FUTURE_REASON") is R.NOT_AVAILABLE
-    assert R.named("") is R.NOT_AVAILABLE
+    assert reason_of(reason_pb(R.NOT_ACTIVE)) is R.NOT_ACTIVE
+    assert reason_of(99) is R.NOT_AVAILABLE  # a newer writer's reason
+    assert reason_of(0) is R.NOT_AVAILABLE  # unspecified
 
 
 def test_forwarded_query_is_answered_locally_or_refused_never_forwarded() -> None:
@@ -380,3 +380,24 @@ def test_instance_info_is_typed_and_its_json_keeps_the_wire_names() -> None:
     newer = json.loads(i.to_json())
     newer["state"] = "SOME_FUTURE_STATE"
     assert InstanceInfo.from_json(json.dumps(newer).encode()).state is State.NOT_RUNNING  # never routed to
+
+
+def test_the_view_answers_from_its_latest_updates_in_instance_id_order() -> None:
+    view = view_of(info("c", standby=True, lag=5), info("b", active=True, assigned_at_ms=1),
+                   info("a", standby=True, lag=1))
+    assert [i.instance_id for i in view.instances()] == ["a", "b", "c"]
+    listed = view.instances()
+    listed.clear()  # the caller's copy
+    assert len(view.instances()) == 3
+    assert view.owner(TASK).instance_id == "b"  # type: ignore[union-attr]
+    assert [i.instance_id for i in view.standbys(TASK)] == ["a", "c"]
+    view.update(info("a", active=True, assigned_at_ms=2))  # a takes the task over
+    assert view.owner(TASK).instance_id == "a"  # type: ignore[union-attr]
+    assert [i.instance_id for i in view.standbys(TASK)] == ["c"]
+    view.update(info("c", standby=True, lag=0, heartbeat_age_ms=LIVENESS_MS + 1000))  # older: ignored
+    assert [i.instance_id for i in view.standbys(TASK)] == ["c"]
+    view.remove("a")
+    assert view.owner(TASK).instance_id == "b"  # type: ignore[union-attr]
+    assert [i.instance_id for i in view.instances()] == ["b", "c"]
+    view.update(info("b", active=True, assigned_at_ms=1, state=State.PENDING_SHUTDOWN))
+    assert view.owner(TASK) is None

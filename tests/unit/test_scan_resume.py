@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from instance.serde import StringSerde
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_query import ScanKind, ScanQuery
+from kernel.scan_wire import build_request
 from router.client.scan_pages import Scan
-from router.core.scan_query import ScanKind, ScanQuery
-from router.core.scan_wire import build_request
-from router.rpc import iqmesh_pb2 as pb
 from tests.unit.test_scans import STORE, WORDS, cluster_of, expected, serve
 
 

@@ -14,16 +14,16 @@ from instance.runtime.query.scan_page import read_page
 from instance.serde import JsonSerde, LongSerde, Serde, StringSerde
 from instance.server.replies import scan_entry
 from instance.server.scans import page_limit, replies
+from kernel.page_token import MAX_PAGE_TOKEN_CHARS, PageToken, resume_after
+from kernel.partitioner import default_partition
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.scan_query import ScanKind, ScanQuery, prefix_end
+from kernel.scan_wire import build_request, parse_request, read_stream
+from kernel.tokens import encode_json_token
+from kernel.unavailable import FailureReason as R
+from kernel.unavailable import UnavailableError
 from router.client.scan_pages import Scan
 from router.client.scatter import PartitionFailure, PartitionPage, incomplete_error, merge, scatter
-from router.core.page_token import MAX_PAGE_TOKEN_CHARS, PageToken, resume_after
-from router.core.partitioner import default_partition
-from router.core.scan_query import ScanKind, ScanQuery, prefix_end
-from router.core.scan_wire import build_request, parse_request, read_stream
-from router.core.tokens import encode_json_token
-from router.core.unavailable import UnavailableError
-from router.core.unavailable import UnavailableReason as R
-from router.rpc import iqmesh_pb2 as pb
 
 STORE = "counts"
 N = 4
@@ -380,7 +380,7 @@ def test_client_scan_pages_decodes_and_keeps_partition_statuses() -> None:
     assert [i.key for i in got] == [k for k in expected(lambda w: True) if k not in missing_keys]
     assert all(i.value == WORDS[i.key] and i.found for i in got)
     assert scan.pages == len(call.calls) == -(-len(got) // 2)
-    assert scan.missing == {3: "NOT_ACTIVE"} and not scan.complete
+    assert scan.missing == {3: R.NOT_ACTIVE} and not scan.complete
     assert scan.partitions[3]["tried"] == ["x"] and scan.partitions[1]["served_by"] == "i1"
     assert scan.stale_partitions == {0}
     assert (scan.key_serde, scan.value_serde) == ("string", "long")

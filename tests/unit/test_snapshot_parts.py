@@ -14,9 +14,9 @@ from analytics.snapshot.catalog import Catalog
 from analytics.snapshot.changelog import ReadRange, plan_ranges
 from analytics.snapshot.cut import Cut, parse_at, read_local_text
 from analytics.snapshot.options import SnapshotError, SnapshotOptions, add_arguments, options_from_args
-from router.core.instance_state import State
-from router.core.metadata import InstanceInfo, StoreInfo
-from router.core.tokens import PositionToken
+from kernel.instance_state import State
+from kernel.metadata import InstanceInfo, StoreInfo
+from kernel.tokens import PositionToken
 
 
 def test_flags_to_options() -> None:

@@ -13,8 +13,8 @@ from instance.runtime.state_manager import ProcessorStateManager
 from instance.state.checkpoint import read_checkpoint, write_checkpoint
 from instance.state.kv_store import ChangelogSend
 from instance.state.spec import StoreSpec
-from router.core.serdes import StringSerde
-from router.core.task_id import TaskId
+from kernel.serdes import StringSerde
+from kernel.task_id import TaskId
 
 APP = "app"
 TID = TaskId(0, 3)

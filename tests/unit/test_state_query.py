@@ -5,8 +5,6 @@ tests/integration/test_embedded_query.py."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from instance.runtime.query import (
@@ -23,11 +21,10 @@ from instance.runtime.query import (
 from instance.runtime.query.execute import replica_refusal
 from instance.runtime.query.request import check_store_kind
 from instance.serde import LongSerde, StringSerde
-from instance.server.local_query import _REASONS
 from instance.state.spec import StoreSpec
-from router.core.instance_state import State
-from router.core.local_read import LocalReplica, Role
-from router.core.unavailable import UnavailableReason
+from kernel.instance_state import State
+from kernel.local_read import LocalReplica, Role
+from kernel.unavailable import FailureReason as RoutingReason
 
 STORE = "counts"
 F = FailureReason
@@ -43,10 +40,10 @@ def check(role: Role, position: int, end: int, *, allow_stale: bool = False, max
 def test_local_checks() -> None:
     assert check(Role.ACTIVE, 10, 10) is None
     assert check(Role.STANDBY, 10, 10) is F.NOT_ACTIVE
-    assert check(Role.RESTORING, 5, 10) is F.RESTORING
+    assert check(Role.RESTORING, 5, 10) is F.REBALANCING
     assert check(Role.STANDBY, 10, 10, allow_stale=True) is None
     assert check(Role.RESTORING, 5, 10, allow_stale=True) is None
-    assert check(Role.STANDBY, 5, 10, allow_stale=True, max_lag=4) is F.LAG_ABOVE_BOUND
+    assert check(Role.STANDBY, 5, 10, allow_stale=True, max_lag=4) is F.NO_REPLICA_WITHIN_LAG
     assert check(Role.STANDBY, 5, 10, allow_stale=True, max_lag=5) is None
     assert check(Role.ACTIVE, -1, 10, max_lag=0) is None  # not logged: no lag
     bounded = PositionBound.at({3: 11})
@@ -61,22 +58,20 @@ def test_local_checks() -> None:
 
 def test_a_global_copy_answers_without_allow_stale_and_only_the_bounds_apply() -> None:
     assert check(Role.GLOBAL, 100, 120, partition=0) is None
-    assert check(Role.GLOBAL, 100, 120, max_lag=5, partition=0) is F.LAG_ABOVE_BOUND
+    assert check(Role.GLOBAL, 100, 120, max_lag=5, partition=0) is F.NO_REPLICA_WITHIN_LAG
     assert check(Role.GLOBAL, 100, 120, bound=PositionBound.at({0: 101}), partition=0) is F.NOT_UP_TO_BOUND
 
 
 def test_refusal_messages_name_store_partition_and_figures() -> None:
     got = replica_refusal(STORE, LocalReplica(Role.RESTORING, 2, 5, 10), False, None, None)
-    assert got == (F.RESTORING, "store 'counts' partition 2 is restoring (lag 5)")
+    assert got == (F.REBALANCING, "store 'counts' partition 2 is restoring (lag 5)")
     got = replica_refusal(STORE, LocalReplica(Role.ACTIVE, 2, 5, 10), False, None, 7)
     assert got == (F.NOT_UP_TO_BOUND, "replica at 5, bound 7")
 
 
-def test_every_failure_is_a_refusal_routing_knows() -> None:
-    # STORE_EXCEPTION depends on the store (global or not): instance/server/local_query._reason
-    assert set(_REASONS) | {F.STORE_EXCEPTION} == set(FailureReason)
-    assert _REASONS[F.RESTORING] is UnavailableReason.REBALANCING
-    assert _REASONS[F.LAG_ABOVE_BOUND] is UnavailableReason.NO_REPLICA_WITHIN_LAG
+def test_a_query_result_speaks_the_reason_routing_passes_on() -> None:
+    # one vocabulary from the store to the wire: no table translates the runtime's reasons
+    assert FailureReason is RoutingReason
 
 
 def test_request_builders_and_defaults() -> None:
@@ -98,23 +93,9 @@ def test_queries_fit_only_their_kind_of_store() -> None:
         check_store_kind("w", window, WindowRangeQuery("k").store_kind)
 
 
-class FakeWindowStore:
-    window_size_ms = 10
-
-    def for_query(self) -> FakeWindowStore:
-        return self
-
-    def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> list[tuple[int, Any]]:
-        return [(s, f"{key}@{s}") for s in (0, 10, 20) if s >= time_from and (time_to is None or s <= time_to)]
-
-
-def test_window_key_query_answers_start_end_value() -> None:
-    assert WindowKeyQuery("k", 5, 20).run(FakeWindowStore(), 0) == [(10, 20, "k@10"), (20, 30, "k@20")]
-
-
 def test_results() -> None:
     ok = QueryResult(1, 7, LocalReplica(Role.ACTIVE, 1, 42, 42))
-    refused = QueryResult[int](2, failure=F.NOT_PRESENT, message="not here")
+    refused = QueryResult[int](2, failure=F.NOT_ACTIVE, message="not here")
     both = StateQueryResult({1: ok, 2: refused})
     assert ok.is_success and ok.position == 42 and not refused.is_success and refused.position == -1
     assert both.position == {1: 42}

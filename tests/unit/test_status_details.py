@@ -12,16 +12,16 @@ import pytest
 
 from instance.errors import BadRequest, InvalidStateStoreException, StreamsNotStartedException, caller_input
 from instance.server.status import to_status
+from kernel.application_guard import ApplicationInterceptor, is_wrong_application
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.status_details import Refusal, error_details, refusal_of, refusal_status, status_label
+from kernel.unavailable import FailureReason, UnavailableError
 from router.client.client_core import ClientError, as_call, is_retryable, is_unreachable, unavailable
 from router.client.forward import refusal
-from router.core.application_guard import ApplicationInterceptor, is_wrong_application
-from router.core.status_details import Refusal, error_details, refusal_of, refusal_status, status_label
-from router.core.unavailable import UnavailableError, UnavailableReason
 from router.gateway.errors import from_rpc_error
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
 
-R = UnavailableReason
+R = FailureReason
 
 
 class Refusing(pb_grpc.InteractiveQueryServicer):

@@ -1,4 +1,4 @@
-"""A store's placement (runtime/query/placement.py): a query key parsed, serialized and hashed
+"""A store's placement (runtime/query/request.py): a query key parsed, serialized and hashed
 once, to the task the producers' partitioner chose; and the read metadata a reply copies, which
 is shared between replies of the same replica state."""
 
@@ -9,17 +9,19 @@ from pathlib import Path
 import pytest
 
 from instance.errors import BadRequest, StreamsNotStartedException, UnknownStateStoreException
+from instance.runtime.internal_topics import TopicLayout
 from instance.runtime.kafka_streams import KafkaStreams
-from instance.runtime.query.placement import NO_SUBTOPOLOGY, StorePlacement
+from instance.runtime.query.request import NO_SUBTOPOLOGY, StorePlacement
 from instance.serde import LongSerde, StringSerde
 from instance.server.replies import read_metadata
 from instance.state.spec import StoreSpec
 from instance.topology import StreamsBuilder
-from router.core.instance_state import State
-from router.core.local_read import LocalReplica, Role
-from router.core.partitioner import default_partition
-from router.core.task_id import TaskId
-from router.rpc import iqmesh_pb2 as pb
+from kernel.instance_state import State
+from kernel.local_read import LocalReplica, Role
+from kernel.metadata import NOT_AVAILABLE
+from kernel.partitioner import default_partition
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.task_id import TaskId
 
 SPEC = StoreSpec("counts", StringSerde(), LongSerde())
 PLACED = StorePlacement("counts", SPEC, subtopology=2, partitions=6)
@@ -61,7 +63,7 @@ def test_read_metadata_is_shared_per_replica_state_and_a_reply_changes_only_its_
     assert moved.position_token != meta.position_token
 
 
-def test_kafka_streams_places_a_store_once_and_refuses_as_store_tasks_does(tmp_path: Path) -> None:
+def test_kafka_streams_places_a_store_once_and_refuses_an_unknown_or_unstarted_one(tmp_path: Path) -> None:
     b = StreamsBuilder(default_key_serde=StringSerde(), default_value_serde=LongSerde())
     b.table("totals-in", "totals")
     b.global_table("countries-in", "countries")
@@ -73,3 +75,30 @@ def test_kafka_streams_places_a_store_once_and_refuses_as_store_tasks_does(tmp_p
         streams.store_placement("totals")  # its tasks are known once started
     placed = streams.store_placement("countries")  # a global store needs no tasks
     assert placed.is_global and streams.store_placement("countries") is placed
+
+
+def test_every_placement_of_a_started_instance_comes_from_store_placement(tmp_path: Path) -> None:
+    """query_metadata_for_key and runtime/query/execute.py place a key as store_placement does."""
+    b = StreamsBuilder(default_key_serde=StringSerde(), default_value_serde=LongSerde())
+    b.table("totals-in", "totals")
+    b.global_table("countries-in", "countries")
+    streams = KafkaStreams(b.build(), {"application.id": "placement", "bootstrap.servers": "127.0.0.1:1",
+                                       "state.dir": str(tmp_path), "application.server": "127.0.0.1:9000"})
+    with pytest.raises(StreamsNotStartedException):
+        streams.query_metadata_for_key("totals", "k")
+    sub = streams.topology.subtopology_of_store("totals").id
+    streams.layout = TopicLayout({"totals-in": 4}, {sub: 4}, {})  # what start() finds
+    placed = streams.store_placement("totals")
+    assert (placed.subtopology, placed.partitions) == (sub, 4) and streams.store_placement("totals") is placed
+    assert placed.partition_of(b"k") == default_partition(b"k", 4)
+    assert placed.task_of_key("k") == TaskId(sub, placed.partition_of(b"k"))
+    with pytest.raises(ValueError, match="None"):
+        placed.task_of_key(None)
+    streams._sm.set(State.REBALANCING)
+    assert streams.query_metadata_for_key("totals", "k") is NOT_AVAILABLE  # nobody owns it yet
+    here = streams.query_metadata_for_key("countries", "fr")
+    assert here.partition == -1 and str(here.active_host) == "127.0.0.1:9000"
+    with pytest.raises(UnknownStateStoreException):
+        streams.query_metadata_for_key("nope", "k")
+    with pytest.raises(ValueError, match="must not be None"):
+        streams.query_metadata_for_key("totals", None)

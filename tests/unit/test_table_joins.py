@@ -101,7 +101,7 @@ def test_stream_records_with_null_key_or_value_are_dropped_and_counted(left: boo
         inp.pipe_input(None, "A")
         inp.pipe_input(0, None)
         inp.pipe_input(0, "B")
-        # a left join joins a None key with no table value (KIP-962; Kafka Streams 4.1.1, tests/oracle)
+        # a left join joins a None key with no table value (KIP-962; Kafka Streams 4.4.0, tests/oracle)
         assert _read(d) == ([(None, "A+null"), (0, "B+Y0")] if left else [(0, "B+Y0")])
         procs = [p for t in d.tasks for p in t._processors if isinstance(p, StreamTableJoinProcessor)]
         assert [p.dropped_records for p in procs] == [1 if left else 2]

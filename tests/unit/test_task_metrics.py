@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from instance.runtime.handlers import ErrorHandling
 from instance.runtime.metrics import (
     DEBUG,
     INFO,
@@ -19,15 +18,16 @@ from instance.runtime.metrics import (
     Sensor,
     ThreadMetrics,
 )
-from instance.runtime.punctuation import PunctuationType
 from instance.runtime.task import StreamTask
 from instance.serde import LongSerde, StringSerde
 from instance.testing import TopologyTestDriver
 from instance.testing.driver import _Msg
 from instance.topology import Materialized, StreamsBuilder
+from instance.topology.handlers import ErrorHandling
 from instance.topology.processor import ContextualProcessor, ProcessorContext, Record
+from instance.topology.punctuation import PunctuationType
 from instance.topology.windows import TimeWindows
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 S, L = StringSerde(), LongSerde()
 

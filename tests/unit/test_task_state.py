@@ -12,8 +12,8 @@ from instance.runtime.standby import StandbyTask
 from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task_state import IllegalTaskStateTransition, TaskLifecycle, TaskState
 from instance.state.spec import StoreSpec
-from router.core.serdes import StringSerde
-from router.core.task_id import TaskId
+from kernel.serdes import StringSerde
+from kernel.task_id import TaskId
 from tests.unit.kafka_fakes import FakeConsumer
 
 C, RS, RN, SU, CL = (TaskState.CREATED, TaskState.RESTORING, TaskState.RUNNING, TaskState.SUSPENDED,

@@ -13,11 +13,11 @@ from instance.serde import StringSerde
 from instance.server.status import to_status
 from instance.server.watch import plan_watch, start_offsets
 from instance.topology import Materialized, StreamsBuilder
+from kernel.partitioner import default_partition
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.tokens import encode_json_token
+from kernel.watch_token import MAX_WATCH_TOKEN_CHARS, WatchToken, watch_fingerprint
 from router.client.watch_client import watch_request
-from router.core.partitioner import default_partition
-from router.core.tokens import encode_json_token
-from router.core.watch_token import MAX_WATCH_TOKEN_CHARS, WatchToken, watch_fingerprint
-from router.rpc import iqmesh_pb2 as pb
 
 N = 4
 

@@ -250,7 +250,7 @@ def test_session_aggregate_with_merger_to_a_topic_read_with_the_session_serde() 
 
 
 def test_a_session_past_retention_is_not_merged() -> None:
-    """Kafka Streams 4.1.1 (tests/oracle): at stream time 20 with retention 10 (gap, no grace) the
+    """Kafka Streams 4.4.0 (tests/oracle): at stream time 20 with retention 10 (gap, no grace) the
     session [0, 0] has expired, though its segment is still there: "b" at 10 merges only with
     [20, 20]."""
     assert _session_concat(0) == [
@@ -407,7 +407,7 @@ def test_session_emit_on_close_matches_a_model_with_merges_and_out_of_order_reco
     emitted: list[tuple[int, str, int, int]] = []
     closed_upto = -1
     store_time = -1  # the store's: the latest session end put; a session ending before
-    # store_time - retention + 1 is gone, as in Kafka Streams 4.1.1 (tests/oracle)
+    # store_time - retention + 1 is gone, as in Kafka Streams 4.4.0 (tests/oracle)
     for k, ts in records:
         stream_time = max(stream_time, ts)
         close = stream_time - gap - grace
@@ -436,7 +436,7 @@ def test_session_emit_on_close_matches_a_model_with_merges_and_out_of_order_reco
 def test_sliding_emit_on_close_emits_each_closed_window_once_with_its_final_value(seed: int) -> None:
     """on_window_close forwards windows on_window_update ended with (late records change nothing
     once a window closed), once each, by end then key; not a window stream time jumped past its
-    close and its retention at once (Kafka Streams 4.1.1 never emits those: tests/oracle, which
+    close and its retention at once (Kafka Streams 4.4.0 never emits those: tests/oracle, which
     checks these very records against it)."""
     import random
     rnd = random.Random(seed)

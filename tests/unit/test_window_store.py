@@ -17,7 +17,7 @@ from instance.state.session_store import SessionStore
 from instance.state.spec import StoreSpec
 from instance.state.store_builder import build_session_store, build_window_store
 from instance.state.window_store import WindowStore
-from router.core.task_id import TaskId
+from kernel.task_id import TaskId
 
 S, L = StringSerde(), LongSerde()
 Batch = list[tuple[bytes, bytes | None, int]]

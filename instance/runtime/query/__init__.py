@@ -19,7 +19,8 @@ from instance.runtime.query.request import (
     WindowKeyQuery,
     WindowRangeQuery,
 )
-from instance.runtime.query.result import FailureReason, QueryResult, StateQueryResult
+from instance.runtime.query.result import QueryResult, StateQueryResult
+from kernel.unavailable import FailureReason
 
 __all__ = ["UNBOUNDED", "FailureReason", "KeyQuery", "PositionBound", "Query", "QueryResult", "RangePageQuery",
            "RangeQuery", "StateQueryRequest", "StateQueryResult", "WindowKeyQuery", "WindowRangeQuery"]

@@ -1,22 +1,32 @@
-"""Running a :class:`StateQueryRequest` on this instance: resolve the partitions (a key is
-serialized and hashed once), read each partition's local replica, refuse what the request's
-bounds exclude. The one place that decides whether a local replica may answer."""
+"""Running a query on this instance: resolve the partitions (a key is serialized and hashed once),
+read each partition's local replica, refuse what the request's bounds exclude. The one place that
+decides whether a local replica may answer, and which one: the active task (running or restoring)
+first, then a standby, across the stream threads' task registries (runtime/tasks.py works out each
+replica's role and position, for queries and published metadata alike); a global store's copy
+from the global thread.
+
+Two entries: :func:`execute` (Kafka Streams' IQv2 ``KafkaStreams.query``: a result per partition)
+and :func:`ask` (the query server's read of one placed partition: the answer, or the refusal
+raised as the UnavailableError routing passes on).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 from instance.errors import InvalidStateStoreException, StreamsNotStartedException
 from instance.runtime.global_thread import GlobalStreamThread
-from instance.runtime.internal_topics import TopicLayout
-from instance.runtime.query.replicas import hosted_partitions, read_global, read_partition
-from instance.runtime.query.request import KEYED_QUERIES, StateQueryRequest, check_store_kind
-from instance.runtime.query.result import FailureReason, QueryResult, StateQueryResult
+from instance.runtime.query.request import KEYED_QUERIES, Query, StateQueryRequest, StorePlacement, check_store_kind
+from instance.runtime.query.result import QueryResult, StateQueryResult
 from instance.runtime.states import State
 from instance.runtime.task_manager import TaskManager
 from instance.state.spec import StoreSpec
 from instance.topology.topology import Topology
-from router.core.local_read import LocalReplica, Role
+from kernel.instance_state import RUNNING_OR_REBALANCING
+from kernel.local_read import LocalReplica, Role
+from kernel.options import QueryOptions
+from kernel.unavailable import FailureReason, UnavailableError
 
 R = TypeVar("R")
 
@@ -25,7 +35,6 @@ class QueryHost(Protocol):
     """What running a query needs of ``KafkaStreams``."""
 
     topology: Topology
-    layout: TopicLayout | None
     global_thread: GlobalStreamThread | None
 
     @property
@@ -33,11 +42,9 @@ class QueryHost(Protocol):
 
     def task_managers(self) -> list[TaskManager]: ...
 
-    def store_tasks(self, store: str) -> tuple[int, int]: ...
-
     def store_spec(self, store: str) -> StoreSpec: ...
 
-    def store_partition(self, store: str, key: Any) -> tuple[int, int]: ...
+    def store_placement(self, store: str) -> StorePlacement: ...
 
 
 def execute(host: QueryHost, request: StateQueryRequest[R]) -> StateQueryResult[R]:
@@ -46,73 +53,114 @@ def execute(host: QueryHost, request: StateQueryRequest[R]) -> StateQueryResult[
     (StreamsNotStartedException), a query the store cannot answer (ValueError)."""
     store, query = request.store, request.query
     check_store_kind(store, host.store_spec(store), query.store_kind)  # raises for an unknown store
-    if store in host.topology.global_stores:
-        return StateQueryResult({0: _global_result(host, request)})
+    placement = host.store_placement(store)  # raises when not started (a store with tasks)
+    if placement.is_global:
+        return StateQueryResult({0: _answer(host, placement, request.query, 0, request.allow_stale,
+                                            request.max_lag, request.position_bound.bound_for(0))})
     partitions = request.partitions
     if partitions is None:
         if isinstance(query, KEYED_QUERIES):
-            partitions = (host.store_partition(store, query.key)[1],)  # serialized and hashed once
+            partitions = (placement.task_of_key(query.key).partition,)  # serialized and hashed once
         else:
-            host.store_tasks(store)  # raises when not started
             partitions = tuple(hosted_partitions(host.task_managers(), store))
-    elif host.layout is None:
-        raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
-    if len(partitions) == 1:  # a key's partition (a Get): no comprehension to run
-        return StateQueryResult({partitions[0]: partition_result(host, request, partitions[0])})
-    return StateQueryResult({p: partition_result(host, request, p) for p in partitions})
+    return StateQueryResult({p: _answer(host, placement, query, p, request.allow_stale, request.max_lag,
+                                        request.position_bound.bound_for(p)) for p in partitions})
 
 
-def partition_result(host: QueryHost, request: StateQueryRequest[R], partition: int) -> QueryResult[R]:
-    """``request`` answered by this instance's replica of ``partition``, or refused."""
-    store = request.store
-    if not host.state.is_running_or_rebalancing():
-        return QueryResult(partition, failure=FailureReason.NOT_PRESENT,
-                           message=f"cannot query: instance state is {host.state.name}")
-    assert host.layout is not None  # started: execute checked
-    try:
-        read = read_partition(host.task_managers(), host.layout.changelogs.get(store), store, partition,
-                              request.query, request.allow_stale)
-    except InvalidStateStoreException as e:  # closed while we read (migrated)
-        return QueryResult(partition, failure=FailureReason.STORE_EXCEPTION, message=str(e))
-    if read is None:
-        return QueryResult(partition, failure=FailureReason.NOT_PRESENT,
-                           message=f"store {store!r} partition {partition} is not hosted on this instance (migrated?)")
+def ask(host: QueryHost, placement: StorePlacement, query: Query[R], partition: int,
+        options: QueryOptions) -> tuple[R, LocalReplica]:
+    """``query`` answered by this instance's replica of ``partition`` (a global store: its whole
+    copy, partition 0) with that replica, within the wire's ``options``; UnavailableError when
+    that replica may not answer (its reason is the result's: routing passes it on, to the next
+    candidate or to the caller). The caller placed the query (a key of ``placement``'s store,
+    or a query whose store kind it checked)."""
+    b = options.bound
+    r = _answer(host, placement, query, partition, options.allow_stale, options.max_lag,
+                b.offset if b is not None and b.partition == partition else None)
+    if r.failure is not None:
+        raise UnavailableError(r.failure, r.message)
+    assert r.replica is not None  # a success names its replica
+    return r.result, r.replica  # type: ignore[return-value]  # None is a result too (a key not found)
+
+
+def _answer(host: QueryHost, placement: StorePlacement, query: Query[R], partition: int, allow_stale: bool,
+            max_lag: int | None, bound: int | None) -> QueryResult[R]:
+    """``query`` answered by this instance's replica of ``partition``, or refused; ``bound``: the
+    position the replica must have reached (None: any)."""
+    store = placement.store
+    read: tuple[R | None, LocalReplica] | QueryResult[R] | None
+    if placement.is_global:
+        read = _read_global(host, store, query)
+    else:
+        state = host.state
+        if state not in RUNNING_OR_REBALANCING:
+            return QueryResult(partition, failure=FailureReason.NOT_ACTIVE,
+                               message=f"cannot query: instance state is {state.name}")
+        read = None
+        try:  # ``Tasks.read`` of each thread's registry in turn (under its lock, the read before the position)
+            for tm in host.task_managers():
+                read = tm.tasks.read(store, partition, query, allow_stale)
+                if read is not None:
+                    break
+        except InvalidStateStoreException as e:  # closed while we read: migrated, the active is elsewhere
+            return QueryResult(partition, failure=FailureReason.NOT_ACTIVE, message=str(e))
+        if read is None:
+            return QueryResult(partition, failure=FailureReason.NOT_ACTIVE,
+                               message=f"store {store!r} partition {partition} is not hosted on this instance "
+                                       "(migrated?)")
+    if isinstance(read, QueryResult):  # a global store closed while read
+        return read
     value, replica = read
-    return _checked(store, value, replica, request)
-
-
-def _global_result(host: QueryHost, request: StateQueryRequest[R]) -> QueryResult[R]:
-    """A global store: this instance's whole copy, as partition 0 (every instance holds one and
-    answers it, as in Kafka Streams; role GLOBAL)."""
-    store = request.store
-    if host.state is State.CREATED:
-        raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
-    if not host.state.is_running_or_rebalancing():
-        raise InvalidStateStoreException(f"cannot query: instance state is {host.state.name}")
-    g = host.global_thread
-    if g is None:
-        raise StreamsNotStartedException(
-            f"global store {store!r} is not queryable yet: the global thread is still loading it "
-            f"(instance state {host.state.name}); retry once the instance is RUNNING")
-    try:
-        value, replica = read_global(g, host.topology.global_stores[store].topic, store, request.query)
-    except InvalidStateStoreException as e:  # closed while we read (shutting down)
-        return QueryResult(0, failure=FailureReason.STORE_EXCEPTION, message=str(e))
-    return _checked(store, value, replica, request)
-
-
-def _checked(store: str, value: R | None, replica: LocalReplica, request: StateQueryRequest[R]) -> QueryResult[R]:
-    if replica.role is Role.ACTIVE and request.max_lag is None and request.position_bound.position is None:
+    if replica.role is Role.ACTIVE and max_lag is None and bound is None:
         return QueryResult(replica.partition, value, replica)  # nothing to check: the commonest read
-    bound = request.position_bound.bound_for(replica.partition)
-    failure = replica_refusal(store, replica, request.allow_stale, request.max_lag, bound)
+    failure = replica_refusal(store, replica, allow_stale, max_lag, bound)
     if failure is not None:
         return QueryResult(replica.partition, replica=replica, failure=failure[0], message=failure[1])
     return QueryResult(replica.partition, value, replica)
 
 
+def hosted_partitions(managers: Iterable[TaskManager], store: str) -> list[int]:
+    """The partitions of ``store`` this instance holds a replica of (active or standby)."""
+    found: set[int] = set()
+    for tm in managers:
+        found |= tm.tasks.hosted_partitions(store)
+    return sorted(found)
+
+
+def _read_global(host: QueryHost, store: str, query: Query[R]) -> tuple[R, LocalReplica] | QueryResult[R]:
+    """A global store: ``query`` run on this instance's whole copy, as partition 0 (every instance
+    holds one and answers it, as in Kafka Streams; role GLOBAL), read after the position is taken
+    (so the answer reflects at least that position), or the refusal when it closed meanwhile.
+    The position is the sum over the store's topic partitions of the next offset applied; the end
+    offset the sum of the ends the global thread last saw (refreshed as it polls). Raises while
+    the instance is not started, not running, or still loading the store."""
+    state = host.state
+    if state is State.CREATED:
+        raise StreamsNotStartedException("KafkaStreams is not started; call start() first")
+    if state not in RUNNING_OR_REBALANCING:
+        raise InvalidStateStoreException(f"cannot query: instance state is {state.name}")
+    g = host.global_thread
+    if g is None:
+        raise StreamsNotStartedException(
+            f"global store {store!r} is not queryable yet: the global thread is still loading it "
+            f"(instance state {state.name}); retry once the instance is RUNNING")
+    topic = host.topology.global_stores[store].topic
+    offsets = dict(g.state.changelog_offsets)  # written by the global thread: one C-level copy
+    ends = g.progress()
+    position = end = 0
+    for tp, pos in offsets.items():
+        if tp[0] == topic:
+            position += pos
+            end += max(pos, ends.get(tp, (pos, pos))[1])
+    try:
+        value = query.run(g.stores[store], 0)
+    except InvalidStateStoreException as e:  # closed while we read (shutting down): no copy is better placed
+        return QueryResult(0, failure=FailureReason.NOT_AVAILABLE, message=str(e))
+    return value, LocalReplica(Role.GLOBAL, 0, position, end)
+
+
 def replica_refusal(store: str, replica: LocalReplica, allow_stale: bool, max_lag: int | None,
-            bound: int | None) -> tuple[FailureReason, str] | None:
+                    bound: int | None) -> tuple[FailureReason, str] | None:
     """Why ``replica`` may not answer (None: it may): a standby or a restoring replica without
     ``allow_stale``, a lag beyond ``max_lag``, a position short of ``bound``. A global store's
     copy is every instance's own (Kafka Streams answers it anywhere): only the lag and the bound
@@ -123,9 +171,9 @@ def replica_refusal(store: str, replica: LocalReplica, allow_stale: bool, max_la
             return FailureReason.NOT_ACTIVE, (f"only a standby of {store!r} partition {p} is here and the query "
                                               f"requires the active")
         if replica.role is Role.RESTORING:
-            return FailureReason.RESTORING, f"store {store!r} partition {p} is restoring (lag {replica.lag})"
+            return FailureReason.REBALANCING, f"store {store!r} partition {p} is restoring (lag {replica.lag})"
     if max_lag is not None and replica.lag > max_lag:
-        return FailureReason.LAG_ABOVE_BOUND, f"lag {replica.lag} > max_lag {max_lag}"
+        return FailureReason.NO_REPLICA_WITHIN_LAG, f"lag {replica.lag} > max_lag {max_lag}"
     if bound is not None and replica.position < bound:
         return FailureReason.NOT_UP_TO_BOUND, f"replica at {replica.position}, bound {bound}"
     return None

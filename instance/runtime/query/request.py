@@ -1,8 +1,16 @@
-"""What a query asks: the query types (one per store operation) and the request around them.
+"""What a query asks: the query key and where it lives, the query types (one per store
+operation) and the request around them.
 
-A query is a value that knows how to run against one partition's store (Kafka Streams lets the
-store interpret it; here the query calls the store's own read methods, so stores stay as they
-are). The request names the store, the partitions, and the bounds a replica must meet.
+A query is a value that runs against one partition's store through the typed reads every store
+answers (:class:`~instance.state.queryable.QueryableStore`: Kafka Streams lets each store layer
+answer a query; here the query picks the store's read). The request names the store, the
+partitions, and the bounds a replica must meet.
+
+Where a store's keys live is :class:`StorePlacement`, the one placement API:
+``KafkaStreams.store_placement`` (Kafka Streams' ``queryMetadataForKey`` is built on it). Neither
+the topology nor the task layout changes once an instance has started, so a store is looked up
+once and the answer kept; a request then only parses, serializes and hashes its key (once, here).
+A global store has no tasks: every instance holds it whole and answers it as partition 0.
 """
 
 from __future__ import annotations
@@ -13,15 +21,20 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from instance.errors import BadRequest
 from instance.runtime.query.scan_page import read_page
+from instance.state.queryable import QueryableStore, Window
 from instance.state.spec import StoreSpec
-from router.core.scan_query import ScanQuery
+from kernel.echo import clip, echo
+from kernel.partitioner import default_partition
+from kernel.scan_query import ScanQuery
+from kernel.task_id import TaskId
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 E = TypeVar("E")
 
-#: one window or session of a key: (start, end, value)
-Window = tuple[int, int, Any]
+__all__ = ["KEYED_QUERIES", "NO_SUBTOPOLOGY", "UNBOUNDED", "KeyQuery", "Page", "PositionBound", "Query",
+           "RangePageQuery", "RangeQuery", "StateQueryRequest", "StorePlacement", "Window", "WindowKeyQuery",
+           "WindowRangeQuery", "check_store_kind", "parse_query_key"]
 
 
 class Query(Protocol[R_co]):
@@ -31,7 +44,7 @@ class Query(Protocol[R_co]):
     @property
     def store_kind(self) -> str | None: ...
 
-    def run(self, store: Any, partition: int) -> R_co: ...
+    def run(self, store: QueryableStore, partition: int) -> R_co: ...
 
 
 def check_store_kind(name: str, spec: StoreSpec, kind: str | None) -> None:
@@ -53,12 +66,13 @@ class KeyQuery(NamedTuple):
     def store_kind(self) -> str | None:
         return None
 
-    def run(self, store: Any, partition: int) -> Any:
+    def run(self, store: QueryableStore, partition: int) -> Any:
         return store.query_get(self.key)
 
 
 class WindowKeyQuery(NamedTuple):
-    """The windows of ``key`` that start in [time_from, time_to] (a window store). Kafka Streams'
+    """The windows of ``key`` that start in [time_from, time_to] (a window store; ``time_to``
+    None: the one window starting at ``time_from``). Kafka Streams'
     ``WindowKeyQuery.withKeyAndWindowStartRange``."""
 
     key: Any
@@ -69,9 +83,8 @@ class WindowKeyQuery(NamedTuple):
     def store_kind(self) -> str | None:
         return "window"
 
-    def run(self, store: Any, partition: int) -> list[Window]:
-        size = store.window_size_ms
-        return [(s, s + size, v) for s, v in store.for_query().fetch(self.key, self.time_from, self.time_to)]
+    def run(self, store: QueryableStore, partition: int) -> list[Window]:
+        return store.query_windows(self.key, self.time_from, self.time_from if self.time_to is None else self.time_to)
 
 
 class WindowRangeQuery(NamedTuple):
@@ -84,8 +97,8 @@ class WindowRangeQuery(NamedTuple):
     def store_kind(self) -> str | None:
         return "session"
 
-    def run(self, store: Any, partition: int) -> list[Window]:
-        return [(w.window.start, w.window.end, v) for w, v in store.for_query().fetch(self.key)]
+    def run(self, store: QueryableStore, partition: int) -> list[Window]:
+        return store.query_sessions(self.key)
 
 
 #: queries of one key: without named partitions they go to the key's partition only
@@ -102,7 +115,7 @@ class RangeQuery(NamedTuple):
     def store_kind(self) -> str | None:
         return None
 
-    def run(self, store: Any, partition: int) -> list[tuple[Any, Any]]:
+    def run(self, store: QueryableStore, partition: int) -> list[tuple[Any, Any]]:
         return list(store.query_range(self.lower, self.upper))
 
 
@@ -116,7 +129,7 @@ class Page(Generic[E]):
 
 @dataclass(frozen=True)
 class RangePageQuery(Generic[E]):
-    """One page of a scan bounded in serialized keys (:class:`router.core.scan_query.ScanQuery`): at
+    """One page of a scan bounded in serialized keys (:class:`kernel.scan_query.ScanQuery`): at
     most ``limit`` entries after ``after``. ``entry(key_bytes, key, value, partition)`` builds
     each entry (the transport's own type); ``partition_of`` places a MULTI_GET's keys."""
 
@@ -131,7 +144,7 @@ class RangePageQuery(Generic[E]):
     def store_kind(self) -> str | None:
         return None
 
-    def run(self, store: Any, partition: int) -> Page[E]:
+    def run(self, store: QueryableStore, partition: int) -> Page[E]:
         entries, more = read_page(store, self.key_serde, self.scan, self.after, partition, self.limit,
                                   self.partition_of, self.entry)
         return Page(entries, more)
@@ -200,3 +213,68 @@ class _InStore:
 
     def with_query(self, query: Query[R]) -> StateQueryRequest[R]:
         return StateQueryRequest(self.store, query)
+
+
+#: ``StorePlacement.subtopology`` of a global store
+NO_SUBTOPOLOGY = -1
+
+
+def parse_query_key(spec: StoreSpec, text: str = "", raw: bytes = b"") -> tuple[Any, bytes]:
+    """A query's key of a store with ``spec`` and its serialized bytes: from ``raw`` bytes
+    (checked against the key serde), else parsed from ``text``. BadRequest for what is not a key
+    of that serde."""
+    serde = spec.key_serde
+    if raw:
+        try:
+            return serde.deserialize(raw), raw
+        except Exception as e:
+            raise BadRequest(f"raw key {echo(raw)} is not a {serde.name} key: {e}") from None
+    try:
+        key = serde.parse(text)
+    except Exception as e:
+        raise BadRequest(f"key {echo(text)} is not a valid {serde.name} key: {clip(str(e), 200)}") from e
+    kb = serde.serialize(key)
+    if kb is None:
+        raise BadRequest("key must not be None")
+    return key, kb
+
+
+@dataclass(frozen=True, slots=True)
+class StorePlacement:
+    """A store's spec and tasks: ``partitions`` tasks of sub-topology ``subtopology`` (a global
+    store: none, :data:`NO_SUBTOPOLOGY` and 0)."""
+
+    store: str
+    spec: StoreSpec
+    subtopology: int = NO_SUBTOPOLOGY
+    partitions: int = 0
+
+    @property
+    def is_global(self) -> bool:
+        return self.partitions == 0
+
+    def key_of(self, text: str = "", raw: bytes = b"") -> tuple[Any, bytes]:
+        """The request's key and its bytes (:func:`parse_query_key`)."""
+        return parse_query_key(self.spec, text, raw)
+
+    def partition_of(self, key_bytes: bytes) -> int:
+        """The partition holding the key serialized as ``key_bytes`` (Kafka's default partitioner,
+        as the producers that wrote the store's input)."""
+        return default_partition(key_bytes, self.partitions)
+
+    def task_of_key(self, key: Any) -> TaskId:
+        """The task holding ``key`` (serialized with the store's key serde); ValueError for None."""
+        key_bytes = self.spec.key_serde.serialize(key)
+        if key_bytes is None:
+            raise ValueError("key must not be None")
+        return self.task_of(key_bytes)
+
+    def locate(self, text: str = "", raw: bytes = b"") -> tuple[Any, TaskId]:
+        """A request's key (:func:`parse_query_key`) and the task holding it, in one call: what a
+        Get needs before it is routed."""
+        key, key_bytes = parse_query_key(self.spec, text, raw)
+        return key, TaskId(self.subtopology, default_partition(key_bytes, self.partitions))
+
+    def task_of(self, key_bytes: bytes) -> TaskId:
+        """The task holding the key serialized as ``key_bytes``."""
+        return TaskId(self.subtopology, default_partition(key_bytes, self.partitions))

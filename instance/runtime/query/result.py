@@ -1,32 +1,16 @@
-"""What a query answers: per partition, the result and the replica that gave it, or why not."""
+"""What a query answers: per partition, the result and the replica that gave it, or why not (a
+:class:`FailureReason`: the one reason vocabulary, kernel/unavailable.py, which routing passes
+on as it is)."""
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Generic, NamedTuple, TypeVar
 
-from router.core.local_read import LocalReplica
+from kernel.local_read import LocalReplica
+from kernel.unavailable import FailureReason
 
 R = TypeVar("R")
-
-
-class FailureReason(enum.Enum):
-    """Why a partition did not answer (Kafka Streams' ``FailureReason``, with the refusals its
-    IQv2 has no bound for: a restoring replica and a lag limit)."""
-
-    #: no replica of the partition on this instance (or the instance is not running)
-    NOT_PRESENT = "NOT_PRESENT"
-    #: only a standby is here, and the request wants the active
-    NOT_ACTIVE = "NOT_ACTIVE"
-    #: the active here is restoring, and the request wants an up-to-date one
-    RESTORING = "RESTORING"
-    #: the replica's position is short of the request's position bound
-    NOT_UP_TO_BOUND = "NOT_UP_TO_BOUND"
-    #: the replica is further behind its changelog's end than the request's max_lag
-    LAG_ABOVE_BOUND = "LAG_ABOVE_BOUND"
-    #: the store failed while read (closed under the query: migrated, or shutting down)
-    STORE_EXCEPTION = "STORE_EXCEPTION"
 
 
 class QueryResult(NamedTuple, Generic[R]):

@@ -11,15 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from router.core.scan_query import ScanKind, ScanQuery, key_after
-from router.core.serdes import Serde
+from instance.state.queryable import QueryableStore
+from kernel.scan_query import ScanKind, ScanQuery, key_after
+from kernel.serdes import Serde
 
 E = TypeVar("E")
 _NO_KEY = object()
 
 
-def read_page(store: Any, key_serde: Serde, query: ScanQuery, after: bytes | None, partition: int, limit: int,
-              partition_of: Callable[[bytes], int], entry: Callable[[bytes, Any, Any, int], E]) -> tuple[list[E], bool]:
+def read_page(store: QueryableStore, key_serde: Serde, query: ScanQuery, after: bytes | None, partition: int,
+              limit: int, partition_of: Callable[[bytes], int],
+              entry: Callable[[bytes, Any, Any, int], E]) -> tuple[list[E], bool]:
     """At most ``limit`` entries of ``query`` after ``after`` in key-byte order, and whether the
     partition holds more; ``entry(key_bytes, key, value, partition)`` builds each (value None: a
     MULTI_GET key not found). ``partition_of`` (MULTI_GET) picks the keys this partition holds."""

@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from instance.local.cluster import produce, sample_lines
 from instance.local.gateway import GatewayProcess
-from router.core.kafka_log import client_logging
+from kernel.kafka_log import client_logging
 from tests.integration.helpers import wait_until, wordcount_cluster
 
 pytestmark = pytest.mark.integration

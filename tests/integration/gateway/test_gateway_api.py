@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from instance.local.gateway import GatewayProcess
-from router.core.tokens import PositionToken
+from kernel.tokens import PositionToken
 from tests.integration.gateway.conftest import GatewayCluster, ndjson
 from tests.integration.helpers import wait_until
 

@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from router.rpc import iqmesh_pb2 as pb
-from router.rpc import iqmesh_pb2_grpc as pb_grpc
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from tests.integration.gateway.conftest import GatewayCluster, lines
 from tests.integration.helpers import wait_until
 

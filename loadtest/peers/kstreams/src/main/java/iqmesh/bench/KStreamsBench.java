@@ -4,7 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -24,7 +26,6 @@ import org.apache.kafka.common.serialization.Deserializer;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.Serializer;
-import org.apache.kafka.common.utils.AppInfoParser;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -54,6 +55,22 @@ public final class KStreamsBench {
   private static final Pattern WORD = Pattern.compile("\\W+", Pattern.UNICODE_CHARACTER_CLASS);
 
   private KStreamsBench() {}
+
+  /**
+   * Kafka Streams' own release, from the properties file its jar ships (the client's
+   * AppInfoParser moved to an internals package in 4.4).
+   */
+  static String streamsVersion() {
+    try (InputStream in = KafkaStreams.class.getResourceAsStream("/kafka/kafka-streams-version.properties")) {
+      Properties p = new Properties();
+      if (in != null) {
+        p.load(in);
+      }
+      return p.getProperty("version", "unknown");
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
 
   /** JSON values as trees, like iqmesh's JsonSerde (dicts). */
   static final class JsonSerde implements Serde<JsonNode> {
@@ -86,16 +103,25 @@ public final class KStreamsBench {
     }
   }
 
-  /** Marks when the first and the target-th record reach the counting point (stream thread only). */
+  /**
+   * Marks when the first, the middle and the target-th record reach the counting point (stream
+   * thread only), and the process's CPU time at the middle and at the end: the second half is the
+   * steady state, with start-up and most JIT compilation behind (the same fields as iqmesh's worker).
+   */
   static final class Progress {
     final long target;
+    final long half;
     final CountDownLatch done = new CountDownLatch(1);
     volatile long seen;
     volatile long firstNs;
+    volatile long halfNs;
     volatile long lastNs;
+    volatile long cpuHalfNs;
+    volatile long cpuLastNs;
 
     Progress(long target) {
       this.target = target;
+      this.half = (target + 1) / 2;
     }
 
     void tick() {
@@ -104,11 +130,22 @@ public final class KStreamsBench {
       if (c == 1) {
         firstNs = System.nanoTime();
       }
+      if (c == half) {
+        halfNs = System.nanoTime();
+        cpuHalfNs = processCpuNs();
+      }
       if (c == target) {
         lastNs = System.nanoTime();
+        cpuLastNs = processCpuNs();
         done.countDown();
       }
     }
+  }
+
+  /** CPU time of every thread of this JVM (GC and JIT compiler threads too). */
+  static long processCpuNs() {
+    return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+        .getProcessCpuTime();
   }
 
   static Topology stateful(String in, String out, boolean cache, Progress p) {
@@ -272,7 +309,7 @@ public final class KStreamsBench {
     Map<String, Object> res = new LinkedHashMap<>();
     res.put("tag", a.getOrDefault("tag", ""));
     res.put("lib", "kafka-streams");
-    res.put("version", AppInfoParser.getVersion());
+    res.put("version", streamsVersion());
     res.put("mode", mode);
     res.put("guarantee", guarantee);
     res.put("cache", cache);
@@ -284,6 +321,10 @@ public final class KStreamsBench {
     res.put("first_to_last_s", ok ? round3(el) : null);
     res.put("rate_first_to_last", ok && el > 0 ? Math.round(n / el) : null);
     res.put("rate_incl_final_commit", ok ? Math.round(n / ((tEnd - p.firstNs) / 1e9)) : null);
+    long second = n - (n + 1) / 2;
+    boolean steady = ok && p.halfNs != 0 && p.lastNs > p.halfNs;
+    res.put("steady_rate", steady ? Math.round(second / ((p.lastNs - p.halfNs) / 1e9)) : null);
+    res.put("steady_cpu_us", steady ? round3((p.cpuLastNs - p.cpuHalfNs) / 1e3 / second) : null);
     res.put("out_topic", out);
     res.put("error", error.get() == null ? null : error.get().toString());
     System.out.println("RESULT " + JSON.writeValueAsString(res));

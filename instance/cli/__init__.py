@@ -1,5 +1,0 @@
-"""The ``iqmesh`` command, one module per command group (``main`` puts them together).
-
-Importing this package imports nothing: ``python -m instance.cli.health_probe``, run by the
-kubelet every few seconds, pays only for what it uses.
-"""
