@@ -79,10 +79,12 @@ def build() -> Path:
 
 def command(bootstrap: str, topic: str, n: int, mode: str, out: str, guarantee: str = "at-least-once",
             cache: bool = False, target: int | None = None, tag: str = "",
-            timeout_s: int = 900) -> list[str]:
-    """The ``java`` command line of one run (builds the peer first if needed)."""
+            timeout_s: int = 900, jvm_opts: list[str] | None = None) -> list[str]:
+    """The ``java`` command line of one run (builds the peer first if needed); ``jvm_opts``: more
+    JVM options after ``JVM_OPTS`` (a JFR recording, say)."""
     home = build()
-    cmd = ["java", *JVM_OPTS, "-cp", f"{home / 'kstreams-peer.jar'}{os.pathsep}{home / 'lib'}/*", MAIN,
+    cmd = ["java", *JVM_OPTS, *(jvm_opts or []), "-cp", f"{home / 'kstreams-peer.jar'}{os.pathsep}{home / 'lib'}/*",
+           MAIN,
            "--bootstrap", bootstrap, "--topic", topic, "-n", str(n), "--mode", mode, "--out", out,
            "--guarantee", guarantee, "--tag", tag, "--timeout-s", str(timeout_s)]
     if cache:
