@@ -146,6 +146,7 @@ def test_scans_over_three_instances(bootstrap: str, tmp_path: Path, unique: str)
             lost = [(k, v) for k, v in ordered if partition_of[k] not in dead_parts]
 
             cluster.signal(2, signal.SIGSTOP)  # alive in everyone's view (session.timeout.ms), silent
+            cluster.wait_stopped(2)
             with QueryClient(target, timeout=DEADLINE_S) as q2:
                 q2.metadata()  # the routing table first: the call timed below is the scan's page alone
                 t0 = time.monotonic()
