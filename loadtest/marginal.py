@@ -88,7 +88,10 @@ def main() -> int:
     ap.add_argument("runs", type=Path, help="loadtest.throughput --json rows of at least two run lengths")
     ap.add_argument("--peer", default="kafka-streams", help="the engine to compare with (lib field)")
     args = ap.parse_args()
-    rows = [json.loads(x) for x in args.runs.read_text().splitlines() if x.strip()]
+    try:
+        rows = [json.loads(x) for x in args.runs.read_text().splitlines() if x.strip()]
+    except (OSError, ValueError) as e:
+        ap.error(f"{args.runs}: {e}")
     lines = table(rows, args.peer)
     if len(lines) < 2:
         print(f"{args.runs}: no variant of iqmesh ran at two lengths; run loadtest.throughput with two -n",
