@@ -55,7 +55,8 @@ def test_a_crash_and_a_restart_are_listed_and_marked_on_the_charts(bootstrap: st
             assert not t["input_lag_error"], t
             mine = [x for x in t["input_lag"] if x["topic"] == topic]
             return len(mine) == 6 and sum(x["committed"] for x in mine) == LINES
-        wait_until(input_committed, WAIT_S, "every input line committed as processed", gateway.logs)
+        wait_until(input_committed, WAIT_S, "every input line committed as processed",
+                   lambda: cluster.logs() + gateway.logs())  # both: a CI run timed out here once (Kafka 4.4)
         wait = WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
 
         def rows() -> list[tuple[str, str]]:
