@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from instance.kafka_errors import is_topic_exists
@@ -66,14 +66,21 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]],
             kafka: Mapping[str, str] | None = None) -> int:
+    """Write ``records`` to ``topic``, each exactly once (idempotent: a retry under load never doubles
+    one), and raise if any was not delivered; returns how many were written."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random",
-                  **client_logging(), **(kafka or {})})
+                  "enable.idempotence": True, **client_logging(), **(kafka or {})})
+    failed: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failed.append(err)
     n = 0
     for k, v in records:
-        produce_when_room(p, topic, v, k)
+        produce_when_room(p, topic, v, k, on_delivery=delivered)
         n += 1
-    if p.flush(60):
-        raise RuntimeError("not every record was acknowledged")
+    if p.flush(60) or failed:
+        raise RuntimeError(f"not every record was acknowledged: {failed[:1] or 'flush timed out'}")
     return n
 
 
