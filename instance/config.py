@@ -224,6 +224,15 @@ class StreamsConfig:
                 raise ConfigException(f"{_NAMES_BY_FIELD[required]} must be set")
         return cls(**kwargs, extra=extra, serde_settings=serde_settings)
 
+    @property
+    def serde_properties(self) -> dict[str, str]:
+        """What every serde's ``configure`` gets (Kafka Streams gives it the whole configuration):
+        the serde settings, and the clients' SASL credentials for a Schema Registry serde with
+        ``basic.auth.credentials.source=SASL_INHERIT``."""
+        clients = self.client_config("admin")  # sasl.jaas.config read as the clients read it
+        sasl: dict[str, str] = {k: str(clients[k]) for k in ("sasl.username", "sasl.password") if k in clients}
+        return {**sasl, **self.serde_settings}
+
     def to_properties(self) -> dict[str, Any]:
         out = {f.metadata["name"]: getattr(self, f.name) for f in dataclasses.fields(self)
                if f.metadata["name"] and getattr(self, f.name) is not None}

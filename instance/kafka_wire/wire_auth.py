@@ -72,15 +72,16 @@ class BrokerAuth:
         """``sock`` under TLS when the protocol asks for it (the certificate checked as librdkafka does)."""
         if not self.tls:
             return sock
-        ctx = ssl.create_default_context(cafile=self.ca_file)
-        ctx.check_hostname = self.check_hostname
-        if self.cert_file:
-            ctx.load_cert_chain(self.cert_file, self.key_file, self.key_password)
         try:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+            ctx.check_hostname = self.check_hostname
+            if self.cert_file:
+                ctx.load_cert_chain(self.cert_file, self.key_file, self.key_password)
             return ctx.wrap_socket(sock, server_hostname=host)
         except (ssl.SSLError, OSError) as e:
             sock.close()
-            raise WireAuthError(f"TLS with broker {host} failed: {e} (check ssl.ca.location)") from e
+            raise WireAuthError(f"TLS with broker {host} failed: {e} (check ssl.ca.location, ssl.certificate.location, "
+                                f"ssl.key.location)") from e
 
 
 PLAINTEXT = BrokerAuth()

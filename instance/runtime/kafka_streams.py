@@ -77,7 +77,7 @@ class KafkaStreams:
         self.config = config if isinstance(config, StreamsConfig) else StreamsConfig.from_properties(config)
         self.topology = topology
         topology.subtopologies()
-        topology.configure_serdes(self.config.serde_settings)
+        topology.configure_serdes(self.config.serde_properties)
         self._sm = StateMachine()
         self._handler: UncaughtExceptionHandler | None = None
         self.restore_listener: StateRestoreListener | None = None

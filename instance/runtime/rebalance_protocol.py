@@ -51,26 +51,26 @@ def main_consumer_settings(protocol: str, classic: dict[str, Any]) -> dict[str, 
 
 def check_broker(protocol: str, admin: AdminClient, membership_assist: str, bootstrap: str = "",
                  client_config: Mapping[str, Any] | None = None) -> None:
-    """Refuse the consumer protocol where it cannot work: on the dev broker (it never assigns), or
-    with the dev broker's membership workarounds forced on (they drive classic rebalances); the
-    streams protocol on a broker without it (see the module docstring). ``bootstrap`` and ``client_config`` (TLS, SASL)
-    reach the broker for the streams protocol's ApiVersions check."""
+    """Refuse the consumer protocol where it cannot work: on the dev broker (it never assigns); the
+    streams protocol on a broker without it (see the module docstring); either with the dev
+    broker's membership workarounds forced on (they drive classic rebalances). ``bootstrap`` and
+    ``client_config`` (TLS, SASL) reach the broker for the streams protocol's ApiVersions check."""
+    if protocol == CLASSIC:
+        return
     if protocol == STREAMS:
         check_streams(bootstrap, client_config or {})
-        return
-    if protocol != CONSUMER:
-        return
-    if not describes_itself_as_kafka(admin):
+    elif not describes_itself_as_kafka(admin):
         raise ConfigException("group.protocol=consumer needs Apache Kafka 4.x: this broker (the dev broker?) "
                               "never assigns partitions under it; use group.protocol=classic")
-    enabled = rebalance_protocols(admin)
-    if enabled is not None and CONSUMER not in enabled:
-        raise ConfigException(f"group.protocol=consumer needs Apache Kafka 4.0 or later: this broker's "
-                              f"group.coordinator.rebalance.protocols is {','.join(sorted(enabled))}, so it would "
-                              f"never assign partitions; use group.protocol=classic")
+    else:
+        enabled = rebalance_protocols(admin)
+        if enabled is not None and CONSUMER not in enabled:
+            raise ConfigException(f"group.protocol=consumer needs Apache Kafka 4.0 or later: this broker's "
+                                  f"group.coordinator.rebalance.protocols is {','.join(sorted(enabled))}, so it "
+                                  f"would never assign partitions; use group.protocol=classic")
     if membership_assist == "true":
         raise ConfigException("iqmesh.membership.assist=true works around the dev broker's classic "
-                              "rebalances; with group.protocol=consumer set it to auto or false")
+                              f"rebalances; with group.protocol={protocol} set it to auto or false")
 
 
 def check_streams(bootstrap: str, client_config: Mapping[str, Any]) -> None:

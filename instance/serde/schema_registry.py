@@ -125,8 +125,15 @@ class _RegistrySerde:
 
     def configure(self, properties: Mapping[str, Any]) -> None:
         """Kafka Streams' ``Serde.configure``: the application's settings, under the serde's own;
-        before the first ``serialize`` / ``deserialize``."""
+        before the first ``serialize`` / ``deserialize``. Settings that cannot work (no
+        ``schema.registry.url``, credentials missing, an unknown strategy) raise ValueError here,
+        at start-up, not at the first record (where each record would go to the handler)."""
         self._config = {**properties, **self._config}
+        try:
+            self.client()  # no request yet: the settings only
+            self._serializer_conf()
+        except ValueError as e:
+            raise ValueError(f"the {self.name} serde of topic {self._topic}: {e}") from None
 
     def _serializer_conf(self) -> dict[str, Any]:
         side = "key" if self._is_key else "value"

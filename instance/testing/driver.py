@@ -109,7 +109,7 @@ class TopologyTestDriver:
             cfg = StreamsConfig.from_properties(props)
         self.config = cfg
         self.topology = topology
-        topology.configure_serdes(cfg.serde_settings)
+        topology.configure_serdes(cfg.serde_properties)
         self.wall_clock_ms = initial_wall_clock_ms
         app = cfg.application_id
         internal = set(topology.internal_topics)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from instance.errors import TopologyException
+from instance.errors import ConfigException, TopologyException
 from instance.state.spec import StoreSpec
 from instance.topology.describe import describe
 from instance.topology.nodes import Node, ProcessorNodeDef, SinkNode, SourceNode, SubTopology
@@ -269,7 +269,8 @@ class Topology:
     def configure_serdes(self, settings: Mapping[str, Any]) -> None:
         """Kafka Streams' ``Serde.configure`` with the application's serde settings
         (instance/serde/settings.py), on every serde that has it, wrapped ones included (a
-        windowed or change serde holds the user's)."""
+        windowed or change serde holds the user's). A serde refusing its settings (ValueError) is
+        a ConfigException: the start stops, naming it."""
         seen: set[int] = set()
 
         def visit(serde: Any) -> None:
@@ -278,7 +279,10 @@ class Topology:
             seen.add(id(serde))
             configure = getattr(serde, "configure", None)
             if callable(configure):
-                configure(settings)
+                try:
+                    configure(settings)
+                except ValueError as e:
+                    raise ConfigException(f"invalid configuration: {e}") from None
             for inner in vars(serde).values() if hasattr(serde, "__dict__") else ():
                 if hasattr(inner, "serialize") and hasattr(inner, "deserialize") and not isinstance(inner, type):
                     visit(inner)

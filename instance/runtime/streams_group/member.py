@@ -235,8 +235,15 @@ class StreamsGroupMember:
         if self._offsets_sent:  # reported: next after the interval the broker asks for
             self._offsets_sent = False
             self._next_offsets = now + max(r.task_offset_interval_ms, 1000) / 1000.0
-        self.statuses = tuple(StatusReport(GroupStatus.of(s.status_code), s.status_code, s.status_detail)
-                              for s in r.status or ())
+        statuses = tuple(StatusReport(GroupStatus.of(s.status_code), s.status_code, s.status_detail)
+                         for s in r.status or ())
+        if statuses != self.statuses:
+            # why an instance may run with no tasks (a source topic missing, ...): said once per change
+            for report in statuses:
+                log.warning("%s: the broker reports %s", self.identity.group_id, report)
+            if self.statuses and not statuses:
+                log.info("%s: the broker reports no problem any more", self.identity.group_id)
+            self.statuses = statuses
         if r.partitions_by_user_endpoint is not None:
             self.endpoints = PartitionsByEndpoint.from_response(r.endpoint_information_epoch,
                                                                 r.partitions_by_user_endpoint)

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 from confluent_kafka import Consumer, TopicPartition
 
 from instance.config import StreamsConfig
-from instance.kafka_wire.errors import BrokerConnectionError
+from instance.kafka_wire.errors import BrokerConnectionError, WireFormatError
 from instance.kafka_wire.wire_auth import BrokerAuth
 from instance.runtime.departure import static_member_id
 from instance.runtime.streams_group.assignment import Assignment
@@ -86,7 +86,7 @@ class ThreadMember:
         retried at the next turn; a refusal for good (StreamsGroupError) is raised."""
         try:
             self.member.poll()
-        except BrokerConnectionError as e:
+        except (BrokerConnectionError, WireFormatError) as e:  # a broker going away may cut an answer short
             log.warning("%s: no heartbeat answer (%s); retrying", self.member.identity.group_id, e)
             return
         if not self._took_first and self.member.epoch > JOIN_EPOCH:
