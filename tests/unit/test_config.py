@@ -141,6 +141,16 @@ def test_consumer_and_producer_prefixes_pass_through() -> None:
     assert props["application.id"] == "my-app"
 
 
+def test_consumers_fetch_again_soon_after_a_full_queue_unless_told_otherwise() -> None:
+    """librdkafka's 1 s fetch.queue.backoff.ms starves a thread that drains its queue faster."""
+    c = cfg({**BASE, "restore.consumer.fetch.queue.backoff.ms": "100"})
+    assert c.client_config("main.consumer")["fetch.queue.backoff.ms"] == 10
+    assert c.client_config("global.consumer")["fetch.queue.backoff.ms"] == 10
+    assert c.client_config("restore.consumer")["fetch.queue.backoff.ms"] == "100"
+    assert "fetch.queue.backoff.ms" not in c.client_config("producer")
+    assert "fetch.queue.backoff.ms" not in c.client_config("admin")
+
+
 def test_to_properties_round_trips() -> None:
     c = cfg({"num.stream.threads": "3", "processing.guarantee": "exactly_once_v2",
                "consumer.x": "y"})
