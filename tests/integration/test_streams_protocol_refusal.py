@@ -38,7 +38,7 @@ def test_a_broker_without_the_protocol_refuses_it_naming_the_release(bootstrap: 
     assert "serving queries" not in done.stdout
 
 
-@pytest.mark.skipif(bool(NO_STREAMS_PROTOCOL), reason="this broker does not offer the protocol: the refusal above applies")
+@pytest.mark.skipif(bool(NO_STREAMS_PROTOCOL), reason="no streams protocol here: the refusal above applies")
 def test_the_dev_brokers_membership_workarounds_forced_on_are_refused(bootstrap: str, tmp_path: Path,
                                                                       unique: str) -> None:
     """They pause every member around classic rebalances, which never come under this protocol."""
