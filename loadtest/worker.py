@@ -52,6 +52,9 @@ def main() -> int:
                     help="records the stream thread processes in all (default: n, + the table's rows "
                          "for a join); wordcount: lines + words, as both sub-topologies count")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting of the instance, over the benchmark's own (repeatable), e.g. "
+                         "main.consumer.fetch.queue.backoff.ms=1000 for the librdkafka default")
 
     ap.add_argument("--threads", type=int, default=1, help="num.stream.threads of each instance")
     ap.add_argument("--processes", type=int, default=1,
@@ -60,6 +63,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.mode.startswith("join") and not args.table_topic:
         ap.error(f"--mode {args.mode} needs --table-topic")
+    if bad := [c for c in args.config if "=" not in c]:
+        ap.error(f"--config takes NAME=VALUE, got {bad[0]!r}")
 
     run = uuid.uuid4().hex[:8]
     app_id = f"iq-bench-{args.mode}-{run}"
@@ -95,6 +100,7 @@ def _instance(args: argparse.Namespace, app_id: str, out: str, client_id: str) -
         "state.dir": tempfile.mkdtemp(prefix="iqmesh-bench-"), "client.id": client_id,
         "num.stream.threads": args.threads,
         "processing.guarantee": "exactly_once_v2" if args.guarantee == "exactly-once" else "at_least_once",
+        **dict(c.split("=", 1) for c in args.config),
     })
 
 
