@@ -124,6 +124,12 @@ class Collector:
     def records(self) -> list[Record]:
         return [(c.partition, c.offset, c.key, c.value) for c in self.changes]
 
+    def watch_state(self) -> str:
+        """For a failure message: how the watch ended, or whom it tried last."""
+        w = self.watch
+        return (f"error: {self.error!r}; served by {w.served_by!r}; last items {self.items[-3:]}; "
+                f"failures {w._watch._failures}; last error {w._watch._last_error!r}")
+
     def started(self) -> dict[int, int]:
         wait_until(lambda: self.watch.start_token or self.error, START_S, "the watch to start")
         assert self.error is None, self.error
@@ -398,8 +404,10 @@ def test_a_watch_goes_on_through_rebalances_and_resumes_without_gaps(wc: WatchCl
             assert served == ids[b]
             cluster.signal(b, signal.SIGTERM)
             cluster.wait_exit(b, 60)
-            wait_until(lambda: any(r.reason == RECONNECTED for r in second.routing), 60,
-                       "the client to go on through another instance", cluster.logs)
+            wait_until(lambda: second.error is not None or any(r.reason == RECONNECTED for r in second.routing), 60,
+                       "the client to go on through another instance",
+                       lambda: f"{second.watch_state()}\n{cluster.logs()}")
+            assert second.error is None, second.watch_state()
             assert second.watch.served_by != served
             seen = len(second.changes)
             wait_until(lambda: len(second.changes) > seen + 3, 30, "changes after reconnecting", cluster.logs)
