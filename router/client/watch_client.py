@@ -249,6 +249,7 @@ class AsyncWatch(_WatchBase):
         super().__init__(request, timeout, reconnect_timeout, start_timeout, start_rounds)
         self._open = open_call
         self._endpoints = endpoints
+        self._refresh: asyncio.Future[list[str]] | None = None
 
     async def __aenter__(self) -> AsyncWatch:
         return self
@@ -278,6 +279,11 @@ class AsyncWatch(_WatchBase):
                 if self._closed:
                     self._call.cancel()
                 async for reply in self._call:
+                    if reply.WhichOneof("part") == "header":
+                        # ask the instance now serving the watch whom else to ask should it go away:
+                        # the list from before may be empty (its first Metadata may have failed),
+                        # and then a watch whose only seed went away has nowhere to go on
+                        self._refresh = asyncio.ensure_future(self._endpoints())
                     for item in self._items(reply, endpoint):
                         self._handed(item)
                         yield item
@@ -319,9 +325,9 @@ def watch_of(stub: Callable[[str], Any], seeds: Callable[[], Sequence[str]], sta
 
 
 class AsyncEndpoints:
-    """The instances a watch may ask: the ``seeds`` first, then every live instance the routing
-    table of the first seed that answers lists (asked again each time the list is wanted, which is
-    only when an instance went away). ``await endpoints()``."""
+    """The instances a watch may ask: the ``seeds`` first, then every instance the routing table
+    of the first seed that answers lists, the live ones first (asked again each time the list is
+    wanted: when an instance went away, and when a watch starts on one). ``await endpoints()``."""
 
     def __init__(self, stub: Callable[[str], Any], seeds: Callable[[], Sequence[str]], timeout: float = 5.0) -> None:
         self._stub = stub
@@ -335,7 +341,9 @@ class AsyncEndpoints:
                 md = await self._stub(seed).Metadata(pb.MetadataRequest(), timeout=self._timeout)
             except grpc.RpcError:
                 continue
-            self._known = [i.endpoint for i in md.instances if i.alive and i.endpoint]
+            # the live ones first, then the rest: "alive" is a heartbeat seen lately, and a busy
+            # instance's may be late; asking one that is gone costs a refused connection
+            self._known = [i.endpoint for i in sorted(md.instances, key=lambda i: not i.alive) if i.endpoint]
             break
         return list(dict.fromkeys(self._asked()))
 
