@@ -5,7 +5,7 @@ call carries the token and names the application it is meant for once the pool k
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -14,8 +14,8 @@ from kernel.application_guard import APPLICATION_HEADER
 from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from kernel.security import NO_SECURITY, Security
 
-#: a unary call on serialized messages: ``call(request_bytes, timeout=...)`` -> reply bytes
-BytesCall = Callable[..., bytes]
+#: a unary call on serialized messages: ``await call(request_bytes, timeout=...)`` -> reply bytes
+AioBytesCall = Callable[..., Awaitable[bytes]]
 
 
 class _Application:
@@ -58,7 +58,6 @@ class ChannelPool(_Application):
         self.application_id = application_id
         self._stubs: dict[str, Any] = {}
         self._channels: dict[str, grpc.Channel] = {}
-        self._bytes_calls: dict[tuple[str, str], BytesCall] = {}
         self._lock = threading.Lock()
 
     def _channel(self, endpoint: str) -> grpc.Channel:
@@ -79,37 +78,12 @@ class ChannelPool(_Application):
                     s = self._stubs[endpoint] = MetadataStub(pb_grpc.InteractiveQueryStub(ch), self.call_metadata)
         return s
 
-    def bytes_call(self, endpoint: str, method: str) -> BytesCall:
-        """The unary ``method`` (its full path, ``/package.Service/Method``) at ``endpoint`` taking
-        and returning serialized messages as they are (no parsing either way), on the same pooled
-        channel as :meth:`stub`, sent with the same call metadata. Built once per endpoint and method."""
-        key = (endpoint, method)
-        c = self._bytes_calls.get(key)
-        if c is None:
-            with self._lock:
-                c = self._bytes_calls.get(key)
-                if c is None:
-                    multicallable = self._channel(endpoint).unary_unary(method, _registered_method=True)
-                    metadata = self.call_metadata
-
-                    def c(request: bytes, timeout: float | None = None) -> bytes:
-                        reply: bytes = multicallable(request, timeout=timeout, metadata=metadata())
-                        return reply
-                    self._bytes_calls[key] = c
-        return c
-
-    def open_endpoints(self) -> list[str]:
-        """The endpoints a channel is open to."""
-        with self._lock:
-            return list(self._channels)
-
     def close(self) -> None:
         with self._lock:
             for ch in self._channels.values():
                 ch.close()
             self._channels.clear()
             self._stubs.clear()
-            self._bytes_calls.clear()
 
 
 class AioChannelPool(_Application):
@@ -120,17 +94,45 @@ class AioChannelPool(_Application):
         self.application_id = application_id
         self._stubs: dict[str, Any] = {}
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._bytes_calls: dict[tuple[str, str], AioBytesCall] = {}
+
+    def _channel(self, endpoint: str) -> grpc.aio.Channel:
+        ch = self._channels.get(endpoint)
+        if ch is None:
+            ch = self._channels[endpoint] = self.security.aio_channel(endpoint)
+        return ch
 
     def stub(self, endpoint: str) -> Any:
         s = self._stubs.get(endpoint)
         if s is None:
-            ch = self._channels[endpoint] = self.security.aio_channel(endpoint)
-            s = self._stubs[endpoint] = MetadataStub(pb_grpc.InteractiveQueryStub(ch), self.call_metadata)
+            s = self._stubs[endpoint] = MetadataStub(pb_grpc.InteractiveQueryStub(self._channel(endpoint)),
+                                                     self.call_metadata)
         return s
+
+    def bytes_call(self, endpoint: str, method: str) -> AioBytesCall:
+        """The unary ``method`` (its full path, ``/package.Service/Method``) at ``endpoint`` taking
+        and returning serialized messages as they are (no parsing either way), on the same pooled
+        channel as :meth:`stub`, sent with the same call metadata. Built once per endpoint and method."""
+        key = (endpoint, method)
+        c = self._bytes_calls.get(key)
+        if c is None:
+            multicallable = self._channel(endpoint).unary_unary(method, _registered_method=True)
+            metadata = self.call_metadata
+
+            async def c(request: bytes, timeout: float | None = None) -> bytes:
+                reply: bytes = await multicallable(request, timeout=timeout, metadata=metadata())
+                return reply
+            self._bytes_calls[key] = c
+        return c
+
+    def open_endpoints(self) -> list[str]:
+        """The endpoints a channel is open to."""
+        return list(self._channels)
 
     async def close(self) -> None:
         channels = list(self._channels.values())
         self._channels.clear()
         self._stubs.clear()
+        self._bytes_calls.clear()
         for ch in channels:
             await ch.close()

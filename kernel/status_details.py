@@ -127,7 +127,8 @@ def wrong_application_status(message: str, serving: str, expected: str) -> RpcSt
 
 def passed_on(e: grpc.RpcError, default_details: str) -> RpcStatus:
     """A peer's error status as it is (code, text, typed details), to end this call with."""
-    details = (e.details() if isinstance(e, grpc.Call) else "") or default_details
+    details_of = getattr(e, "details", None)  # grpc.Call and grpc.aio.AioRpcError (not a grpc.Call) have it
+    details = (details_of() if callable(details_of) else "") or default_details
     trailing: Sequence[tuple[str, str | bytes]] = ()
     get = getattr(e, "trailing_metadata", None)
     if callable(get):

@@ -1,10 +1,12 @@
 """The query benchmark's baseline: a bare Python gRPC server answering ``InteractiveQuery.Get``
 with one rocksdict lookup (raw mode, as the instances' stores), nothing else::
 
-    python -m loadtest.bare_get --port P --db DIR --keys N
+    python -m loadtest.bare_get --port P --db DIR --keys N [--aio]
 
-It writes keys ``key-0000000..`` with 8-byte big-endian long values (as the benchmark's table
-holds) into a fresh RocksDB at DIR, then serves until killed; it prints ``READY`` when it does.
+grpcio's threaded server (issue 30's baseline), or with ``--aio`` its grpc.aio server on the event
+loop the instances' query server runs on (kernel/event_loop.py). It writes keys ``key-0000000..``
+with 8-byte big-endian long values (as the benchmark's table holds) into a fresh RocksDB at DIR,
+then serves until killed; it prints ``READY`` when it does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from concurrent import futures
 import grpc
 from rocksdict import Options, Rdict, WriteBatch
 
+from kernel.event_loop import new_event_loop
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 
@@ -50,14 +53,33 @@ def load(path: str, keys: int) -> Rdict:
     return db
 
 
+class AioBareGet(BareGet):
+    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.GetReply:  # type: ignore[override]
+        return BareGet.Get(self, request, context)  # type: ignore[arg-type]
+
+
+async def _serve_aio(servicer: BareGet, port: int) -> None:
+    server = grpc.aio.server()
+    pb_grpc.add_InteractiveQueryServicer_to_server(servicer, server)
+    if server.add_insecure_port(f"127.0.0.1:{port}") == 0:
+        raise OSError(f"cannot bind port {port}")
+    await server.start()
+    print("READY", flush=True)
+    await server.wait_for_termination()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--db", required=True)
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--workers", type=int, default=16, help="as the instances' QueryServer")
+    ap.add_argument("--aio", action="store_true", help="a grpc.aio server (one event loop) instead of the pool's")
     args = ap.parse_args(argv)
     db = load(args.db, args.keys)
+    if args.aio:  # on the loop the instances' query server runs on
+        new_event_loop().run_until_complete(_serve_aio(AioBareGet(db), args.port))
+        return 0
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=args.workers))
     pb_grpc.add_InteractiveQueryServicer_to_server(BareGet(db), server)
     if server.add_insecure_port(f"127.0.0.1:{args.port}") == 0:

@@ -284,10 +284,11 @@ def check_grpc(target: str, key: str) -> None:
         raise RuntimeError(f"{target} answered {key} wrongly: {r}")
 
 
-def start_bare(work: Path, keys: int) -> tuple[subprocess.Popen[str], str]:
+def start_bare(work: Path, keys: int, aio: bool = False) -> tuple[subprocess.Popen[str], str]:
     port = devbroker.free_port()
     proc = subprocess.Popen([sys.executable, "-m", "loadtest.bare_get", "--port", str(port), "--db",
-                             str(work / "bare-db"), "--keys", str(keys)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+                             str(work / ("bare-aio-db" if aio else "bare-db")), "--keys", str(keys),
+                             *(["--aio"] if aio else [])], stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stdout is not None
     if proc.stdout.readline().strip() != "READY":
         proc.kill()
@@ -299,6 +300,9 @@ def start_bare(work: Path, keys: int) -> tuple[subprocess.Popen[str], str]:
 #: its own peak
 TARGETS = {"local key": 0.9, "forwarded key (one hop)": 0.5, "REST Get through the gateway": 0.6}
 TARGET_P99_MS = 10.0
+#: the baselines: grpcio's threaded server (issue 30's) and its grpc.aio server, the instances' kind
+BARE = "bare gRPC server"
+BARE_AIO = f"{BARE} (grpc.aio)"
 
 
 def ensure_h2load(install: bool) -> None:
@@ -328,11 +332,11 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
             return "" if x != x else f"{x:.2f}"
         print(f"| {r.what} | {r.requests:,} | {r.per_s:,.0f} | {ms(r.p50_ms)} | {ms(r.p99_ms)} | {r.note} |")
     by = {r.what: r for r in results}
-    bare = by["bare gRPC server"].per_s
-    print("\nthroughput / bare server:")
+    bare, bare_aio = by[BARE].per_s, by[BARE_AIO].per_s
+    print(f"\nthroughput / bare server (grpcio's threaded server; in brackets, / {BARE_AIO}):")
     for r in results:
-        if "half of peak" not in r.what and not r.what.startswith("All") and r.what != "bare gRPC server":
-            print(f"  {r.what}: {r.per_s / bare:.2f}")
+        if "half of peak" not in r.what and not r.what.startswith(("All", BARE)):
+            print(f"  {r.what}: {r.per_s / bare:.2f} ({r.per_s / bare_aio:.2f})")
     print("\ntargets (issue 30: throughput / bare server, and p99 at half of peak <= 10 ms):")
     for what, share in TARGETS.items():
         ratio, p99 = by[what].per_s / bare, by[f"{what} @ half of peak"].p99_ms
@@ -367,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(bootstrap, APP, f"qbench-{unique}", work, size=3, env={"QBENCH_INPUT_TOPIC": topic})
     gateway = GatewayProcess(bootstrap, cluster.application_id, work / "gateway.log")
     bare: subprocess.Popen[str] | None = None
+    bare_aio: subprocess.Popen[str] | None = None
     ok = False
     try:
         ensure_topic(bootstrap, topic, PARTITIONS)
@@ -374,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         load_input(bootstrap, topic, args.keys)
         print(f"produced {args.keys:,} keys in {time.monotonic() - t:.1f}s", file=sys.stderr)
         bare, bare_target = start_bare(work, args.keys)
+        bare_aio, bare_aio_target = start_bare(work, args.keys, aio=True)
         cluster.start()
         cluster.wait_running(120)
         asked = cluster.instances[0]
@@ -381,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         gateway.start()
         gateway.wait_ready(60)
         local_key, forwarded_key = pick_keys(asked.target, asked.instance_id, args.keys)
-        for target in (bare_target, asked.target):
+        for target in (bare_target, bare_aio_target, asked.target):
             check_grpc(target, local_key)
         check_grpc(asked.target, forwarded_key)
         rest_url = f"{gateway.url}/v1/stores/{STORE}/keys/{local_key}"
@@ -395,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         local_req = grpc_frame(pb.GetRequest(store=STORE, key=local_key))
         forwarded_req = grpc_frame(pb.GetRequest(store=STORE, key=forwarded_key))
         targets = [
-            Target("bare gRPC server", f"http://{bare_target}{GET_PATH}", load, local_req),
+            Target(BARE, f"http://{bare_target}{GET_PATH}", load, local_req),
+            Target(BARE_AIO, f"http://{bare_aio_target}{GET_PATH}", load, local_req),
             Target("local key", grpc_url, load, local_req),
             Target("forwarded key (one hop)", grpc_url, load, forwarded_req),
             Target("REST Get through the gateway", rest_url, Load(args.clients * args.streams, 1, args.seconds)),
@@ -419,9 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         gateway.stop()
         cluster.stop()
-        if bare is not None:
-            bare.kill()
-            bare.wait(10)
+        for proc in (bare, bare_aio):
+            if proc is not None:
+                proc.kill()
+                proc.wait(10)
         if broker_dir is not None:
             devbroker.stop_broker(broker_dir)
         if ok:

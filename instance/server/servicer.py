@@ -3,9 +3,10 @@ answers (here, or one hop away), builds the reply. Scans are served by :mod:`ins
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent import futures
 from typing import Any, NoReturn
 
@@ -20,14 +21,16 @@ from instance.runtime.query import KeyQuery, WindowKeyQuery, WindowRangeQuery
 from instance.runtime.query.execute import ask
 from instance.runtime.query.request import StorePlacement, check_store_kind
 from instance.runtime.query_counters import QuerySlot
+from instance.server.aio_interceptors import AioInterceptor
 from instance.server.describe import InputLagReader, topology_reply
 from instance.server.replies import ask_local, read_metadata
 from instance.server.scans import ScanService
 from instance.server.status import to_status
 from instance.server.strict_handlers import add_strict_handlers
-from instance.server.watch import WatchService
+from instance.server.watch import MAX_WATCHES, WatchService
 from kernel.application_guard import ApplicationInterceptor
-from kernel.channels import ChannelPool
+from kernel.channels import AioChannelPool, ChannelPool
+from kernel.event_loop import LoopThread
 from kernel.metadata import InstanceCounters
 from kernel.options import QueryOptions
 from kernel.ports import PortInUseError, check_port_free
@@ -37,8 +40,10 @@ from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from kernel.scan_wire import ScanRequest
 from kernel.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 from kernel.serdes import value_to_json
+from kernel.status_details import RpcStatus
+from kernel.unavailable import UnavailableError
 from kernel.wire_enums import role_pb, state_pb
-from router.client.forward import forward_fetch, forward_get, forward_get_bytes, hop_timeout
+from router.client.forward import forward_fetch, forward_get_bytes, hop_timeout
 from router.client.query_router import QueryRouter
 
 log = logging.getLogger(__name__)
@@ -69,11 +74,16 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
 
     def __init__(self, streams: KafkaStreams, security: Security | None = None) -> None:
         self.streams = streams
-        self.pool = ChannelPool(streams.config.security if security is None else security,
-                                streams.config.application_id)
+        security = streams.config.security if security is None else security
+        #: the hops of the methods run on the server's thread pool (scans, window fetches)
+        self.pool = ChannelPool(security, streams.config.application_id)
+        #: the hops of Get, run on the server's event loop (and only there)
+        self.aio_pool = AioChannelPool(security, streams.config.application_id)
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
         self.watches = WatchService(streams)
+        #: a thread per open watch (its reads wait for records), one more to refuse the next
+        self.watch_reads = futures.ThreadPoolExecutor(max_workers=MAX_WATCHES + 1, thread_name_prefix="watch")
         self.counters = streams.query_counters
         self.input_lag = InputLagReader(streams)
         self.router = QueryRouter(streams.view, streams.instance_id)
@@ -82,16 +92,19 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
     #: instance answers is passed on as bytes, its reply passed back as bytes
     WITH_BYTES = frozenset({"Get"})
 
-    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext,
-            data: bytes | None = None) -> pb.GetReply | bytes:
-        """``data``: the request as received (a forward passes it on without encoding it again,
-        and returns the reply's bytes as they came); None: forwarded as a message."""
+    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext,
+                  data: bytes | None = None) -> pb.GetReply | bytes:
+        """Run on the server's event loop: a local read does not wait (the stores' locks are held
+        for a write batch at most) and a forward is awaited. ``data``: the request as received (a
+        forward passes it on without encoding it again, and returns the reply's bytes as they came)."""
         slot = self.counters.local.slot
         start = time.perf_counter()
         try:
-            return self._get(request, context.time_remaining, slot, data)
+            return await self._get(request, context.time_remaining, slot, data)
         except Exception as e:
-            _abort(context, e, slot)
+            status = _status_of(e, slot)
+            await context.abort(status.code, status.details, status.trailing_metadata)
+            raise AssertionError("unreachable") from e
         finally:
             slot.get_seconds += time.perf_counter() - start
 
@@ -118,24 +131,34 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             slot.scan_entries += replies[-1].end.count
         return iter(replies)
 
-    def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[pb.WatchReply]:
-        """The changes of a store from its changelog (instance/server/watch.py); the consumer is
-        closed as soon as the call ends, however it ends."""
+    async def Watch(self, request: pb.WatchRequest,
+                    context: grpc.aio.ServicerContext) -> AsyncIterator[pb.WatchReply]:
+        """The changes of a store from its changelog (instance/server/watch.py), read on threads of
+        the watches' own (a read waits for records). The consumer is closed as soon as the call
+        ends, however it ends: the server cancels this generator then."""
+        loop = asyncio.get_running_loop()
         try:
-            stream = self.watches.open(request)
+            stream = await loop.run_in_executor(self.watch_reads, self.watches.open, request)
         except Exception as e:
-            _abort(context, e)
-        if not context.add_callback(stream.close):
-            stream.close()  # the call has ended already
-        return _guarded(context, stream.replies())
+            status = _status_of(e)
+            await context.abort(status.code, status.details, status.trailing_metadata)
+        replies = stream.replies()
+        try:
+            while (reply := await loop.run_in_executor(self.watch_reads, next, replies, None)) is not None:
+                yield reply
+        except Exception as e:
+            status = _status_of(e)
+            await context.abort(status.code, status.details, status.trailing_metadata)
+        finally:
+            loop.run_in_executor(self.watch_reads, stream.close)  # waits for a read in progress: not here
 
-    def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
-             slot: QuerySlot, data: bytes | None = None) -> pb.GetReply | bytes:
+    async def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
+                   slot: QuerySlot, data: bytes | None = None) -> pb.GetReply | bytes:
         """A key's value, top to bottom (docs/architecture.md, "Get path"): the store's placement
         and this instance's state read; the key parsed, serialized and hashed once
         (``StorePlacement.locate``); the router picks the replica; this instance's is read by
-        runtime/query/execute.py (the hot path: one local read, no hop). Given ``data`` (the
-        request's bytes), a forward passes them on and returns the reply's bytes."""
+        runtime/query/execute.py (the hot path: one local read, no hop, nothing awaited); another
+        instance's is asked with the request's bytes, and its reply's bytes are returned."""
         streams = self.streams
         store = request.store
         if not store:
@@ -154,19 +177,29 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         o = request.options
         options = (_options_of(request, placement.partitions) if o.allow_stale or o.position or o.HasField("max_lag")
                    else _DEFAULT_OPTIONS)  # most queries: nothing to parse, no call
+        if forwarded:
+            return self._get_local(placement, key, task.partition, options, forwarded, slot)
 
-        def forward(endpoint: str) -> pb.GetReply | bytes:
-            reply: pb.GetReply | bytes
-            if data is None:
-                reply = forward_get(self.pool, endpoint, request, hop_timeout(time_remaining()))
-            else:
-                reply = forward_get_bytes(self.pool, endpoint, data, hop_timeout(time_remaining()))
-            slot.gets_forwarded += 1
-            return reply
+        def asking(endpoint: str | None) -> Generator[str, bytes, pb.GetReply | bytes]:
+            if endpoint is None:
+                return self._get_local(placement, key, task.partition, options, forwarded, slot)
+            return (yield endpoint)  # the driver below asks it
 
-        return self.router.route(store, None if forwarded else task, options,
-                                 lambda: self._get_local(placement, key, task.partition, options, forwarded, slot),
-                                 forward, forwarded=forwarded, local_state=local_state)
+        body = request.SerializeToString() if data is None else data
+        steps = self.router.route_steps(store, task, options, asking, local_state=local_state)
+        try:
+            endpoint = next(steps)
+            while True:
+                try:
+                    reply = await forward_get_bytes(self.aio_pool, endpoint, body, hop_timeout(time_remaining()))
+                except UnavailableError as e:
+                    endpoint = steps.throw(e)
+                else:
+                    slot.gets_forwarded += 1
+                    endpoint = steps.send(reply)
+        except StopIteration as answered:
+            result: pb.GetReply | bytes = answered.value
+            return result
 
     def _get_local(self, placement: StorePlacement, key: Any, partition: int, options: QueryOptions,
                    forwarded: bool, slot: QuerySlot) -> pb.GetReply:
@@ -280,23 +313,21 @@ def _counters_pb(c: InstanceCounters) -> pb.InstanceCounters:
         query_errors=dict(c.query_errors), dropped_records=dict(c.dropped_records), dirty_closes=c.dirty_closes)
 
 
-def _guarded(context: grpc.ServicerContext, replies: Iterator[pb.WatchReply]) -> Iterator[pb.WatchReply]:
-    """``replies``, a failure mid-stream ending the call with its mapped status."""
-    try:
-        yield from replies
-    except Exception as e:
-        _abort(context, e)
-
-
-def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None = None) -> NoReturn:
-    """End the call with the status ``e`` maps to (counted in ``slot``); a gRPC error from the
-    forwarded hop passes through with its own status."""
+def _status_of(e: Exception, slot: QuerySlot | None = None) -> RpcStatus:
+    """The status ``e`` ends a call with (counted in ``slot``); a gRPC error from the forwarded
+    hop passes through with its own status."""
     status = to_status(e)
     if slot is not None:
         slot.errors[status.code.name] += 1
     if status.code is grpc.StatusCode.INTERNAL and not isinstance(e, grpc.RpcError):
         log.error("query failed", exc_info=e)
-    context.abort_with_status(status)
+    return status
+
+
+def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None = None) -> NoReturn:
+    """End the call (a handler run on the server's thread pool) with the status of ``e``."""
+    status = _status_of(e, slot)
+    context.abort(status.code, status.details, status.trailing_metadata)  # type: ignore[call-arg]  # aio's sync context
     raise AssertionError("unreachable")
 
 
@@ -308,7 +339,11 @@ class QueryServer:
     """The gRPC server of one instance: InteractiveQuery, the standard health service (SERVING
     only while the instance is RUNNING, see :meth:`set_serving`) and server reflection; TLS and
     the bearer token as ``security`` says (default: the instance's settings). ``host``: the
-    address to bind (default: ``config.listen_host``, loopback unless application.server is not)."""
+    address to bind (default: ``config.listen_host``, loopback unless application.server is not).
+
+    A grpc.aio server on an event loop of its own: Get, the hot path, runs on the loop (no hand-off
+    to a thread per call, and its hop to another instance is awaited); every other method is a
+    plain function run on the server's pool of ``workers`` threads."""
 
     def __init__(self, streams: KafkaStreams, port: int, host: str | None = None, workers: int = 16,
                  security: Security | None = None) -> None:
@@ -316,25 +351,20 @@ class QueryServer:
         host = streams.config.listen_host if host is None else host
         address = f"{host}:{port}"
         check_port_free(host, port)
-        # gRPC sets SO_REUSEPORT by default on Linux: a second server would share the port and
-        # answer some of the first one's calls
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
-                                  interceptors=[*security.server_interceptors(),
-                                                ApplicationInterceptor(streams.config.application_id)],
-                                  options=[("grpc.so_reuseport", 0)])
         self.servicer = QueryServicer(streams, security)
-        add_strict_handlers(self.server, self.servicer, _SERVICE)
+        #: the statuses, read in-process by the health port (instance/server/health_http.py)
         self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable_server_reflection(
-            (_SERVICE.full_name, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+        #: the same statuses served over gRPC: grpcio's threaded servicer would hold a thread per
+        #: Watch that no end of the call releases on a grpc.aio server
+        self._aio_health = health.aio.HealthServicer()
+        self._pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="query")
+        self._loop = LoopThread("query-server")
         try:
-            self.port = (self.server.add_secure_port(address, security.server_credentials()) if security.server_tls
-                         else self.server.add_insecure_port(address))
-        except RuntimeError as e:  # grpcio reports a failed bind so
-            raise PortInUseError(address) from e
-        if self.port == 0:
-            raise PortInUseError(address)
+            self.server, self.port = self._loop.run(self._build(streams, security, address))
+        except BaseException:
+            self._loop.close()
+            self._pool.shutdown(wait=False)
+            raise
         if not is_loopback(host) and not security.protected:
             log.warning("the query server listens on %s without TLS or a token: anyone who can reach it can read "
                         "every store. Set %s and %s (and %s), or %s=127.0.0.1 to keep it local",
@@ -343,26 +373,61 @@ class QueryServer:
         self.set_serving(False)
         self.set_live(True)
 
+    async def _build(self, streams: KafkaStreams, security: Security, address: str) -> tuple[grpc.aio.Server, int]:
+        """The server, bound (built on the loop: a grpc.aio server belongs to the loop it is made on)."""
+        interceptors = [*security.server_interceptors(), ApplicationInterceptor(streams.config.application_id)]
+        # gRPC sets SO_REUSEPORT by default on Linux: a second server would share the port and
+        # answer some of the first one's calls
+        server = grpc.aio.server(migration_thread_pool=self._pool,
+                                 interceptors=[AioInterceptor(i) for i in interceptors],
+                                 options=[("grpc.so_reuseport", 0)])
+        add_strict_handlers(server, self.servicer, _SERVICE)
+        health_pb2_grpc.add_HealthServicer_to_server(self._aio_health, server)
+        reflection.enable_server_reflection(
+            (_SERVICE.full_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        try:
+            port = (server.add_secure_port(address, security.server_credentials()) if security.server_tls
+                    else server.add_insecure_port(address))
+        except RuntimeError as e:  # grpcio reports a failed bind so
+            raise PortInUseError(address) from e
+        if port == 0:
+            raise PortInUseError(address)
+        return server, port
+
     def start(self) -> None:
-        self.server.start()
+        self._loop.run(self.server.start())
 
     def set_live(self, live: bool) -> None:
         """The liveness service (:data:`LIVENESS`): SERVING unless the instance needs a restart
         (in ERROR, or a stream thread stuck: ``KafkaStreams.is_live``). Unlike the readiness
         status it stays SERVING through rebalances and restores; a stopped process does not
         answer it at all, which a gRPC liveness probe also counts as a failure."""
-        self.health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING if live
-                        else health_pb2.HealthCheckResponse.NOT_SERVING)
+        self._set_health(LIVENESS, health_pb2.HealthCheckResponse.SERVING if live
+                         else health_pb2.HealthCheckResponse.NOT_SERVING)
 
     def set_serving(self, serving: bool) -> None:
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.health.set("", status)
-        self.health.set(_SERVICE.full_name, status)
+        self._set_health("", status)
+        self._set_health(_SERVICE.full_name, status)
+
+    def _set_health(self, service: str, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
+        self.health.set(service, status)
+        self._loop.submit(self._aio_health.set(service, status))
 
     def stop(self, grace: float = 2.0) -> None:
         self.health.enter_graceful_shutdown()
-        self.server.stop(grace).wait()
-        self.servicer.executor.shutdown(wait=False, cancel_futures=True)
-        self.servicer.pool.close()
-        self.servicer.input_lag.close()
+        self._loop.submit(self._aio_health.enter_graceful_shutdown())
+        try:
+            self._loop.run(self._stop(grace))
+        finally:
+            self._loop.close()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self.servicer.executor.shutdown(wait=False, cancel_futures=True)
+            self.servicer.watch_reads.shutdown(wait=False)
+            self.servicer.pool.close()
+            self.servicer.input_lag.close()
+
+    async def _stop(self, grace: float) -> None:
+        await self.server.stop(grace)
+        await self.servicer.aio_pool.close()

@@ -9,7 +9,8 @@ descriptor, so every method of the ``.proto`` is covered, including ones added l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -33,17 +34,57 @@ def _serialize_unary(reply: Message | bytes) -> bytes:
     return reply.SerializeToString()  # type: ignore[union-attr]  # not bytes: a message
 
 
+def _parse(request_type: type[Message], full_name: str, data: bytes) -> tuple[Message | None, str]:
+    """The request, or None and why not."""
+    try:
+        return request_type.FromString(data), ""
+    except (DecodeError, ValueError) as e:
+        return None, f"request body is not a valid {full_name} message: {str(e)[:_MAX_DETAIL]}"
+
+
 def _parsing(behavior: Callable[..., Any], request_type: type[Message],
-             full_name: str, with_bytes: bool) -> Callable[[bytes, grpc.ServicerContext], Any]:
+             full_name: str, with_bytes: bool) -> Callable[[bytes, Any], Any]:
+    """A unary handler parsing its request. A coroutine ``behavior`` gets a coroutine handler,
+    which a grpc.aio server runs on its loop; a plain one runs on the server's thread pool."""
+    if inspect.iscoroutinefunction(behavior):
+        async def handle_async(data: bytes, context: grpc.aio.ServicerContext) -> Any:
+            request, error = _parse(request_type, full_name, data)
+            if request is None:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+            if with_bytes:
+                return await behavior(request, context, data)
+            return await behavior(request, context)
+        return handle_async
+
     def handle(data: bytes, context: grpc.ServicerContext) -> Any:
-        try:
-            request = request_type.FromString(data)
-        except (DecodeError, ValueError) as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"request body is not a valid {full_name} message: {str(e)[:_MAX_DETAIL]}")
+        request, error = _parse(request_type, full_name, data)
+        if request is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
         if with_bytes:
             return behavior(request, context, data)
         return behavior(request, context)
+    return handle
+
+
+def _parsing_stream(behavior: Callable[..., Any], request_type: type[Message],
+                    full_name: str) -> Callable[[bytes, Any], Any]:
+    """A server-streaming handler parsing its request. For a plain ``behavior``, a generator, so a
+    grpc.aio server runs all of its work (the parse, the first page) on its thread pool, none on
+    its loop; for an async generator, one (run on the loop)."""
+    if inspect.isasyncgenfunction(behavior):
+        async def handle_async(data: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            request, error = _parse(request_type, full_name, data)
+            if request is None:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+            async for reply in behavior(request, context):
+                yield reply
+        return handle_async
+
+    def handle(data: bytes, context: grpc.ServicerContext) -> Iterator[Any]:
+        request, error = _parse(request_type, full_name, data)
+        if request is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+        yield from behavior(request, context)
     return handle
 
 
@@ -67,7 +108,7 @@ def strict_method_handlers(servicer: object, service: ServiceDescriptor) -> dict
             continue
         if method.server_streaming:
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _parsing(behavior, request_type, method.input_type.full_name, False), response_serializer=_serialize)
+                _parsing_stream(behavior, request_type, method.input_type.full_name), response_serializer=_serialize)
             continue
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             _parsing(behavior, request_type, method.input_type.full_name, method.name in with_bytes),
@@ -75,7 +116,7 @@ def strict_method_handlers(servicer: object, service: ServiceDescriptor) -> dict
     return handlers
 
 
-def add_strict_handlers(server: grpc.Server, servicer: object, service: ServiceDescriptor) -> None:
+def add_strict_handlers(server: grpc.Server | grpc.aio.Server, servicer: object, service: ServiceDescriptor) -> None:
     """Serve ``service`` by ``servicer`` on ``server`` (before it starts) as registered methods, as
     grpcio's generated code does: gRPC matches a call to its handler itself, with no search of the
     generic handlers (the health and reflection services) per call."""

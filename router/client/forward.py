@@ -7,7 +7,7 @@ from typing import NoReturn
 import grpc
 
 from kernel.application_guard import is_wrong_application
-from kernel.channels import ChannelPool
+from kernel.channels import AioChannelPool, ChannelPool
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
 from kernel.status_details import refusal_of
@@ -91,13 +91,14 @@ FORWARDED_REQUEST = b"\x28\x01"
 FORWARDED_REPLY = b"\x1a\x02\x50\x01"
 
 
-def forward_get_bytes(pool: ChannelPool, endpoint: str, request: bytes,
-                      timeout: float = FORWARD_TIMEOUT_S) -> bytes:
-    """:func:`forward_get` on serialized messages: ``request`` (a GetRequest's bytes, as the
-    caller sent them) passed on marked forwarded, and the reply's bytes returned marked as
-    answered by another instance, neither parsed nor encoded again. Errors as :func:`ask_get`."""
+async def forward_get_bytes(pool: AioChannelPool, endpoint: str, request: bytes,
+                            timeout: float = FORWARD_TIMEOUT_S) -> bytes:
+    """:func:`forward_get` on serialized messages, awaited on a grpc.aio channel (the query
+    server's Get runs on its event loop): ``request`` (a GetRequest's bytes, as the caller sent
+    them) passed on marked forwarded, and the reply's bytes returned marked as answered by another
+    instance, neither parsed nor encoded again. Errors as :func:`ask_get`."""
     try:
-        reply = pool.bytes_call(endpoint, GET_METHOD)(request + FORWARDED_REQUEST, timeout=timeout)
+        reply = await pool.bytes_call(endpoint, GET_METHOD)(request + FORWARDED_REQUEST, timeout=timeout)
     except grpc.RpcError as e:
         raise_refusal(endpoint, e)
     return reply + FORWARDED_REPLY

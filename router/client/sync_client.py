@@ -6,13 +6,13 @@ first of them."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from kernel.channels import AioChannelPool, ChannelPool
+from kernel.event_loop import LoopThread
 from kernel.probe import nothing_listens
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.scan_wire import ScanRequest
@@ -61,7 +61,7 @@ class QueryClient(ScanMethods[Scan]):
         self.max_table_age = max_table_age
         self._security = security
         self._lock = threading.Lock()
-        self._watches: tuple[_LoopThread, AioChannelPool] | None = None
+        self._watches: tuple[LoopThread, AioChannelPool] | None = None
 
     @property
     def table(self) -> RoutingTable | None:
@@ -166,11 +166,11 @@ class QueryClient(ScanMethods[Scan]):
                 self._run(self.core.refresh(step.deadline))
         return None
 
-    def _watching(self) -> tuple[_LoopThread, AioChannelPool]:
+    def _watching(self) -> tuple[LoopThread, AioChannelPool]:
         """The watches' event loop thread and channels (started with the first watch)."""
         with self._lock:
             if self._watches is None:
-                self._watches = _LoopThread("iqmesh-watch"), AioChannelPool(self._security, self._pool.application_id)
+                self._watches = LoopThread("iqmesh-watch"), AioChannelPool(self._security, self._pool.application_id)
             return self._watches
 
     def close(self) -> None:
@@ -178,33 +178,13 @@ class QueryClient(ScanMethods[Scan]):
         if self._watches is not None:
             loop, pool = self._watches
             loop.run(pool.close())
-            loop.stop()
+            loop.close()
 
     def __enter__(self) -> QueryClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _LoopThread:
-    """An event loop of its own on a daemon thread, for the watches of a sync client."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def call_soon(self, fn: Callable[[], object]) -> None:
-        self.loop.call_soon_threadsafe(fn)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
 
 
 __all__ = ["ChannelPool", "QueryClient", "QueryResult", "Scan", "ScanItem", "Watch", "WindowsResult",

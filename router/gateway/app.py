@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from kernel.event_loop import new_event_loop
 from kernel.ports import check_port_free
 from kernel.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, is_loopback
 from router.gateway import api, dashboard, events, openapi, ops, protocol_errors
@@ -81,4 +82,4 @@ def run_gateway(config: GatewayConfig, host: str = "127.0.0.1", port: int = 8080
               flush=True)
 
     web.run_app(create_app(config), host=host, port=port, print=serving, shutdown_timeout=5,
-                ssl_context=security.server_ssl_context())
+                ssl_context=security.server_ssl_context(), loop=new_event_loop())

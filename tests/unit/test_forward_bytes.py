@@ -1,10 +1,12 @@
 """The forwarding hop on bytes (router/client/forward.py ``forward_get_bytes``): the request passed
 on with ``forwarded=true`` appended, the reply passed back with ``metadata { forwarded: true }``
 appended, checked against the generated classes; over real gRPC servers on loopback, the same
-answers and the same errors as the hop on messages (``forward_get``)."""
+answers and the same errors as the hop on messages (``forward_get``), and a grpc.aio server passing
+replies through as the query server does."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 from concurrent import futures
@@ -15,7 +17,7 @@ import pytest
 from instance.server.status import to_status
 from instance.server.strict_handlers import add_strict_handlers
 from kernel.application_guard import ApplicationInterceptor
-from kernel.channels import ChannelPool
+from kernel.channels import AioChannelPool, ChannelPool
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from kernel.unavailable import FailureReason, UnavailableError
@@ -107,25 +109,23 @@ class Owner(pb_grpc.InteractiveQueryServicer):
 
 
 class Front(pb_grpc.InteractiveQueryServicer):
-    """An instance that forwards every Get to ``owner`` as bytes, served as the query server serves."""
+    """An instance that forwards every Get to ``owner`` as bytes, served as the query server serves
+    (a coroutine on a grpc.aio server)."""
 
     WITH_BYTES = frozenset({"Get"})
 
-    def __init__(self, pool: ChannelPool, owner: str) -> None:
+    def __init__(self, pool: AioChannelPool, owner: str) -> None:
         self.pool, self.owner = pool, owner
 
-    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext,
-            data: bytes | None = None) -> pb.GetReply | bytes:
+    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext,  # type: ignore[override]
+                  data: bytes | None = None) -> pb.GetReply | bytes:
         assert data is not None and pb.GetRequest.FromString(data) == request
-        return forward_get_bytes(self.pool, self.owner, data, 5)
+        return await forward_get_bytes(self.pool, self.owner, data, 5)
 
 
-def _server(servicer: object, strict: bool) -> tuple[grpc.Server, str]:
+def _server(servicer: object) -> tuple[grpc.Server, str]:
     server = grpc.server(futures.ThreadPoolExecutor(4), interceptors=[ApplicationInterceptor("app")])
-    if strict:
-        add_strict_handlers(server, servicer, SERVICE)
-    else:
-        pb_grpc.add_InteractiveQueryServicer_to_server(servicer, server)
+    pb_grpc.add_InteractiveQueryServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     return server, f"127.0.0.1:{port}"
@@ -134,7 +134,7 @@ def _server(servicer: object, strict: bool) -> tuple[grpc.Server, str]:
 @pytest.fixture
 def owner() -> Iterator[tuple[Owner, str]]:
     servicer = Owner()
-    server, endpoint = _server(servicer, strict=False)
+    server, endpoint = _server(servicer)
     try:
         yield servicer, endpoint
     finally:
@@ -150,13 +150,24 @@ def pool() -> Iterator[ChannelPool]:
         p.close()
 
 
+def _hop(endpoint: str, request: bytes, timeout: float = 5) -> bytes:
+    """One hop on bytes from a pool of its own, on a loop of its own (grpc.aio channels belong to one)."""
+    async def hop() -> bytes:
+        pool = AioChannelPool(application_id="app")
+        try:
+            return await forward_get_bytes(pool, endpoint, request, timeout)
+        finally:
+            await pool.close()
+    return asyncio.run(hop())
+
+
 @pytest.mark.parametrize("i", range(len(REPLIES)))
 def test_the_hop_on_bytes_answers_as_the_hop_on_messages(owner: tuple[Owner, str], pool: ChannelPool,
                                                           i: int) -> None:
     servicer, endpoint = owner
     request = pb.GetRequest(store="counts", key=str(i), options=pb.QueryOptions(allow_stale=True, max_lag=3))
     as_message = forward_get(pool, endpoint, request, 5)
-    as_bytes = pb.GetReply.FromString(forward_get_bytes(pool, endpoint, request.SerializeToString(), 5))
+    as_bytes = pb.GetReply.FromString(_hop(endpoint, request.SerializeToString()))
     assert as_bytes == as_message
     assert as_bytes.metadata.forwarded
     assert servicer.received == [_marked(request), _marked(request)]  # the replica sees the same request
@@ -169,7 +180,7 @@ def test_a_refusal_through_the_hop_on_bytes_is_the_same_unavailable_error(owner:
     request = pb.GetRequest(store="counts", key=key)
     errors = []
     for ask in (lambda: forward_get(pool, endpoint, request, 5),
-                lambda: forward_get_bytes(pool, endpoint, request.SerializeToString(), 5)):
+                lambda: _hop(endpoint, request.SerializeToString())):
         with pytest.raises(UnavailableError) as e:
             ask()
         errors.append((e.value.reason, str(e.value), e.value.standby_holds))
@@ -180,14 +191,15 @@ def test_a_refusal_through_the_hop_on_bytes_is_the_same_unavailable_error(owner:
 
 @pytest.mark.parametrize(("key", "code"), [("missing-store", grpc.StatusCode.NOT_FOUND),
                                            ("bad", grpc.StatusCode.INVALID_ARGUMENT)])
-def test_other_errors_pass_through_the_hop_on_bytes_as_they_are(owner: tuple[Owner, str], pool: ChannelPool,
-                                                                 key: str, code: grpc.StatusCode) -> None:
+def test_other_errors_pass_through_the_hop_on_bytes_as_they_are(owner: tuple[Owner, str],
+                                                                key: str, code: grpc.StatusCode) -> None:
     _, endpoint = owner
     with pytest.raises(grpc.RpcError) as e:
-        forward_get_bytes(pool, endpoint, pb.GetRequest(store="counts", key=key).SerializeToString(), 5)
+        _hop(endpoint, pb.GetRequest(store="counts", key=key).SerializeToString())
     assert not isinstance(e.value, UnavailableError)
     assert e.value.code() is code
-    assert e.value.details() == ("unknown store 'x'" if key == "missing-store" else "key 'bad' is not a valid long key")
+    assert to_status(e.value).details == e.value.details() == (
+        "unknown store 'x'" if key == "missing-store" else "key 'bad' is not a valid long key")
 
 
 def test_an_unreachable_replica_is_not_available_either_way(pool: ChannelPool) -> None:
@@ -197,36 +209,39 @@ def test_an_unreachable_replica_is_not_available_either_way(pool: ChannelPool) -
     request = pb.GetRequest(store="counts", key="0")
     reasons = []
     for ask in (lambda: forward_get(pool, endpoint, request, 2),
-                lambda: forward_get_bytes(pool, endpoint, request.SerializeToString(), 2)):
+                lambda: _hop(endpoint, request.SerializeToString(), 2)):
         with pytest.raises(UnavailableError) as e:
             ask()
         reasons.append(e.value.reason)
     assert reasons == [FailureReason.NOT_AVAILABLE, FailureReason.NOT_AVAILABLE]
 
 
-def test_a_server_passes_a_reply_through_as_bytes_and_keeps_refusing_bad_bodies(owner: tuple[Owner, str],
-                                                                                pool: ChannelPool) -> None:
+def test_a_server_passes_a_reply_through_as_bytes_and_keeps_refusing_bad_bodies(owner: tuple[Owner, str]) -> None:
     _, owner_endpoint = owner
-    server, front = _server(Front(pool, owner_endpoint), strict=True)
-    try:
-        with grpc.insecure_channel(front) as ch:
-            reply = pb_grpc.InteractiveQueryStub(ch).Get(pb.GetRequest(store="counts", key="2"), timeout=5)
-            expected = pb.GetReply()
-            expected.CopyFrom(REPLIES[2])
-            expected.metadata.forwarded = True
-            assert reply == expected
-            with pytest.raises(grpc.RpcError) as e:
-                ch.unary_unary(GET_METHOD)(b"\xff\xff\xff", timeout=5)
-            assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    finally:
-        server.stop(0)
 
-
-def test_a_forward_channel_is_opened_once_and_kept(owner: tuple[Owner, str], pool: ChannelPool) -> None:
-    _, endpoint = owner
-    call = pool.bytes_call(endpoint, GET_METHOD)
-    for i in range(5):
-        forward_get_bytes(pool, endpoint, pb.GetRequest(store="s", key=str(i % len(REPLIES))).SerializeToString())
-        forward_get(pool, endpoint, pb.GetRequest(store="s", key="0"))
-    assert pool.bytes_call(endpoint, GET_METHOD) is call
-    assert pool.open_endpoints() == [endpoint]
+    async def run() -> None:
+        pool = AioChannelPool(application_id="app")
+        server = grpc.aio.server()
+        add_strict_handlers(server, Front(pool, owner_endpoint), SERVICE)
+        front = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(front) as ch:
+                reply = await pb_grpc.InteractiveQueryStub(ch).Get(pb.GetRequest(store="counts", key="2"), timeout=5)
+                expected = pb.GetReply()
+                expected.CopyFrom(REPLIES[2])
+                expected.metadata.forwarded = True
+                assert reply == expected
+                with pytest.raises(grpc.RpcError) as e:
+                    await ch.unary_unary(GET_METHOD)(b"\xff\xff\xff", timeout=5)
+                assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+                call = pool.bytes_call(owner_endpoint, GET_METHOD)
+                for i in range(5):  # the hop's channel is opened once and kept
+                    request = pb.GetRequest(store="s", key=str(i % len(REPLIES)))
+                    await Front(pool, owner_endpoint).Get(request, None, request.SerializeToString())  # type: ignore[arg-type]
+                assert pool.bytes_call(owner_endpoint, GET_METHOD) is call
+                assert pool.open_endpoints() == [owner_endpoint]
+        finally:
+            await server.stop(0)
+            await pool.close()
+    asyncio.run(run())
