@@ -14,7 +14,7 @@ the dev broker answers idle fetches in a tight loop), by unassigning and assigni
 at its positions: measured there, pause()/resume() left a resumed partition unfetched for 1-10 s,
 while unassign()/assign() fetched again at once (0.1 s latency), at 2% of a broker core per idle
 watch instead of 17% without a pause. When the call ends (deadline, cancellation,
-client gone) the consumer is closed at once, from the call's done callback if the stream is not
+client gone) the consumer is closed at once (the servicer's ``finally``) if the stream is not
 reading at that moment, else right after the read in progress.
 """
 
@@ -46,7 +46,7 @@ BATCH = 1000
 READ_TIMEOUT_S = 0.1
 #: caught up: partitions let go this long before the next read (the latency of a quiet watch)
 IDLE_S = FOLLOWER_PAUSE_S
-#: open watches per instance at most: each holds a thread of the gRPC server while it lasts
+#: open watches per instance at most: each reads on a thread of its own while it lasts
 MAX_WATCHES = 8
 #: how often the owners of the watched partitions are compared with the routing table
 ROUTING_CHECK_S = 0.25
@@ -171,7 +171,7 @@ def owners(view: ClusterView, sub: int, partitions: list[int]) -> dict[int, tupl
 
 class WatchStream:
     """One open watch: its consumer and the reply stream. :meth:`close` may be called from any
-    thread at any time (the call's done callback); reading stops and the consumer is closed."""
+    thread at any time (when the call ends); reading stops and the consumer is closed."""
 
     def __init__(self, streams: KafkaStreams, plan: WatchPlan, consumer: Consumer,
                  on_close: Callable[[], None] = lambda: None) -> None:
