@@ -102,9 +102,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         try:
             return await self._get(request, context.time_remaining, slot, data)
         except Exception as e:
-            status = _status_of(e, slot)
-            await context.abort(status.code, status.details, status.trailing_metadata)
-            raise AssertionError("unreachable") from e
+            await _abort_async(context, e, slot)
         finally:
             slot.get_seconds += time.perf_counter() - start
 
@@ -140,15 +138,13 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         try:
             stream = await loop.run_in_executor(self.watch_reads, self.watches.open, request)
         except Exception as e:
-            status = _status_of(e)
-            await context.abort(status.code, status.details, status.trailing_metadata)
+            await _abort_async(context, e)
         replies = stream.replies()
         try:
             while (reply := await loop.run_in_executor(self.watch_reads, next, replies, None)) is not None:
                 yield reply
         except Exception as e:
-            status = _status_of(e)
-            await context.abort(status.code, status.details, status.trailing_metadata)
+            await _abort_async(context, e)
         finally:
             loop.run_in_executor(self.watch_reads, stream.close)  # waits for a read in progress: not here
 
@@ -322,6 +318,13 @@ def _status_of(e: Exception, slot: QuerySlot | None = None) -> RpcStatus:
     if status.code is grpc.StatusCode.INTERNAL and not isinstance(e, grpc.RpcError):
         log.error("query failed", exc_info=e)
     return status
+
+
+async def _abort_async(context: grpc.aio.ServicerContext, e: Exception, slot: QuerySlot | None = None) -> NoReturn:
+    """End the call (a coroutine run on the server's loop) with the status of ``e``."""
+    status = _status_of(e, slot)
+    await context.abort(status.code, status.details, status.trailing_metadata)
+    raise AssertionError("unreachable")
 
 
 def _abort(context: grpc.ServicerContext, e: Exception, slot: QuerySlot | None = None) -> NoReturn:
