@@ -71,11 +71,12 @@ class InstancesFollower:
     """
 
     def __init__(self, consumer_config: Mapping[str, Any], application_id: str, on_record: OnRecord,
-                 consumer: Any = None) -> None:
+                 consumer: Any = None, on_current: Callable[[int], None] | None = None) -> None:
         self.topic = instances_topic(application_id)
         self.position = 0  # the next offset to read
         self.loaded = threading.Event()
         self._on_record = on_record
+        self._on_current = on_current
         self._tp = TopicPartition(self.topic, 0)
         self._high = 0
         self._probe_timeout = PROBE_TIMEOUT_S
@@ -87,7 +88,10 @@ class InstancesFollower:
 
     def catch_up(self, stopping: threading.Event | None = None, budget_s: float = CATCH_UP_BUDGET_S) -> bool:
         """Read what was written since the last call, for at most ``budget_s``; True when at the
-        end offset. Raises KafkaException when the end offset cannot be read (broker away, no topic)."""
+        end offset. Raises KafkaException when the end offset cannot be read (broker away, no topic).
+        At the end offset, ``on_current`` hears the wall-clock time (ms) the end offset was asked
+        at: every record written before it has been read."""
+        asked_ms = int(time.time() * 1000)  # the end offset is asked now (pause_s 0: at every call)
         if self._idle.may_fetch():
             try:
                 deadline = time.monotonic() + budget_s
@@ -98,6 +102,8 @@ class InstancesFollower:
                 self._idle.pause()
         if self.position >= self._high:
             self.loaded.set()
+            if self._on_current is not None:
+                self._on_current(asked_ms)
             return True
         return False
 

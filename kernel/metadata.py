@@ -203,7 +203,12 @@ def task_lag(info: InstanceInfo, task_id: TaskId) -> int:
 
 
 class ClusterView:
-    """Latest InstanceInfo per instance, thread-safe; liveness from heartbeat age."""
+    """Latest InstanceInfo per instance, thread-safe; liveness from heartbeat age.
+
+    A heartbeat's age is taken at the time the view was last known current (:meth:`mark_current`,
+    by the follower of the instances topic), not at the present: a reader that could not read for
+    a while (its broker slow, its process starved) does not know that the others stopped
+    publishing, so it must not take them for dead. A view nobody marks ages its heartbeats now."""
 
     def __init__(self, liveness_ms: int = 5000) -> None:
         self._infos: dict[str, InstanceInfo] = {}
@@ -212,6 +217,8 @@ class ClusterView:
         self._lock = threading.Lock()
         self.liveness_ms = liveness_ms
         self.changed = threading.Condition(self._lock)
+        #: wall-clock ms up to which every heartbeat published has been read (None: not followed)
+        self.current_at_ms: int | None = None
 
     def update(self, info: InstanceInfo) -> None:
         with self._lock:
@@ -233,9 +240,19 @@ class ClusterView:
     def instances(self) -> list[InstanceInfo]:
         return list(self._sorted)  # one attribute read: the tuple is replaced whole, never changed
 
-    def is_alive(self, info: InstanceInfo, now_ms: int | None = None) -> bool:
+    def mark_current(self, as_of_ms: int) -> None:
+        """Every heartbeat published before ``as_of_ms`` (wall clock) has been read."""
+        if self.current_at_ms is None or as_of_ms > self.current_at_ms:
+            self.current_at_ms = as_of_ms
+
+    def heartbeat_age_ms(self, info: InstanceInfo, now_ms: int | None = None) -> int:
+        """How old ``info``'s heartbeat was when the view was last current (see the class)."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        return info.state in RUNNING_OR_REBALANCING and now - info.heartbeat_ms <= self.liveness_ms
+        current = self.current_at_ms
+        return (now if current is None or current > now else current) - info.heartbeat_ms
+
+    def is_alive(self, info: InstanceInfo, now_ms: int | None = None) -> bool:
+        return info.state in RUNNING_OR_REBALANCING and self.heartbeat_age_ms(info, now_ms) <= self.liveness_ms
 
     def owner(self, task_id: TaskId) -> InstanceInfo | None:
         """The live instance that holds ``task_id`` active (restoring counts as holding it); when

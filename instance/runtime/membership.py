@@ -286,7 +286,7 @@ class MembershipCoordinator:
     def _announcing(self, info: InstanceInfo) -> bool:
         """Heartbeating and not stopped (a leaving instance is PENDING_SHUTDOWN)."""
         return info.state not in (State.NOT_RUNNING, State.ERROR) and \
-            int(time.time() * 1000) - info.heartbeat_ms <= self.view.liveness_ms
+            self.view.heartbeat_age_ms(info) <= self.view.liveness_ms
 
     def still_announced(self, intent: str) -> bool:
         return intent == self.intent or any(
@@ -337,7 +337,7 @@ class MembershipCoordinator:
         now = int(time.time() * 1000)
         for info in self.view.instances():
             key = (info.instance_id, info.heartbeat_ms)
-            if (info.instance_id != self.me and now - info.heartbeat_ms > self.config.session_timeout_ms
+            if (info.instance_id != self.me and self.view.heartbeat_age_ms(info, now) > self.config.session_timeout_ms
                     and time.monotonic() >= self._dead_handled.get(key, 0.0)):
                 self._dead_handled[key] = float("inf")
                 threading.Thread(target=self._remove_dead, args=(info,), daemon=True,

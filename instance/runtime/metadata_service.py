@@ -58,7 +58,8 @@ class MetadataService(threading.Thread):
             "linger.ms": 0, "client.id": f"{instance_id}-metadata"}))
         self._follower = InstancesFollower(config.client_config("restore.consumer", **{
             "group.id": f"{application_id}-metadata", "enable.auto.commit": False,
-            "client.id": f"{instance_id}-metadata"}), application_id, ViewWriter(view, own_id=instance_id))
+            "client.id": f"{instance_id}-metadata"}), application_id, ViewWriter(view, own_id=instance_id),
+            on_current=view.mark_current)
         #: set once the whole topic has been read: the view knows every instance
         self.loaded = self._follower.loaded
 

@@ -36,7 +36,7 @@ class InstancesTopicReader(threading.Thread):
         self._stopping = threading.Event()
         self._follower = InstancesFollower(client_config(bootstrap, kafka or {}, READER_KIND, **{
             "group.id": f"{application_id}-gateway-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-            "client.id": "iqmesh-gateway"}), application_id, ViewWriter(view))
+            "client.id": "iqmesh-gateway"}), application_id, ViewWriter(view), on_current=view.mark_current)
         self.loaded = self._follower.loaded
         self._where = (bootstrap, application_id)
         #: why no instance is known, when the topic cannot be read (``problem.current``)

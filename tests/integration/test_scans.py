@@ -106,8 +106,9 @@ def test_scans_over_three_instances(bootstrap: str, tmp_path: Path, unique: str)
             assert got == sorted([(w, w in truth, truth[w] if w in truth else None) for w in set(wanted)],
                                  key=lambda t: t[0].encode())
 
-            items = list(q.range(STORE, "kafka", "kafka", with_json=True))
-            assert [(i.key_json, i.value_json) for i in items] == [('"kafka"', str(truth["kafka"]))]
+            one = q.range(STORE, "kafka", "kafka", with_json=True)
+            items = list(one)
+            assert [(i.key_json, i.value_json) for i in items] == [('"kafka"', str(truth["kafka"]))], one.partitions
 
             cli = _cli("prefix", "--target", target, "--store", STORE, "--prefix", "user1", "--page-size", "9")
             assert [(d["key"], d["value"]) for d in cli[:-1]] == prefixed

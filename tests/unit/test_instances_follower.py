@@ -5,6 +5,7 @@ past transaction markers, and fails a one-shot read that cannot finish."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -49,6 +50,7 @@ class FakeConsumer:
     consumes: int = 0
     probes: int = 0
     closed: bool = False
+    broker_away: bool = False
     assigned: list[TopicPartition] = field(default_factory=list)
 
     def write(self, key: str, value: bytes | None) -> None:
@@ -70,6 +72,8 @@ class FakeConsumer:
     def get_watermark_offsets(self, tp: TopicPartition, timeout: float) -> tuple[int, int]:
         assert tp.topic == instances_topic(APP)
         self.probes += 1
+        if self.broker_away:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get watermark offsets"))
         return 0, self.end
 
     def consume(self, num_messages: int, timeout: float) -> list[_Msg]:
@@ -109,6 +113,37 @@ def test_it_reads_only_when_the_end_offset_moved() -> None:
     for _ in range(3):
         assert f.catch_up()
     assert c.consumes == fetched and c.probes == 5  # idle: one end-offset probe per turn, no fetch
+
+
+def test_heartbeats_age_from_the_last_read_to_the_end_not_from_now() -> None:
+    """A reader that cannot read for a while (its broker slow, its process starved) does not know
+    the others stopped publishing: they stay alive for it until it has read to the end again."""
+    c = FakeConsumer()
+    view = ClusterView(liveness_ms=3000)
+    f = InstancesFollower({}, APP, ViewWriter(view), consumer=c, on_current=view.mark_current)
+    t0 = int(time.time() * 1000)
+    c.write("a", InstanceInfo("a", "a:1", State.RUNNING, heartbeat_ms=t0).to_json())
+    c.write("gone", InstanceInfo("gone", "g:1", State.RUNNING, heartbeat_ms=t0 - 10_000).to_json())
+    assert f.catch_up()
+    a, gone = sorted(view.instances(), key=lambda i: i.instance_id)
+    later = t0 + 60_000  # a minute on, nothing read since
+    assert view.is_alive(a, later) and view.heartbeat_age_ms(a, later) < 3000
+    assert not view.is_alive(gone, later)  # its heartbeat was old already when the view was current
+    c.broker_away = True
+    with pytest.raises(KafkaException):
+        f.catch_up()
+    assert view.is_alive(a, later)
+    c.broker_away = False
+    before = int(time.time() * 1000)
+    assert f.catch_up()  # read to the end again: current as of when the end offset was asked
+    assert view.current_at_ms is not None and before <= view.current_at_ms <= int(time.time() * 1000)
+    view.mark_current(later)  # read to the end a minute on, and "a" published nothing since t0
+    assert not view.is_alive(a, later) and view.heartbeat_age_ms(a, later + 5000) == 60_000
+    view.mark_current(t0)  # an older mark changes nothing
+    assert view.current_at_ms == later
+    unfollowed = ClusterView(liveness_ms=3000)  # nobody marks it current: ages are taken now
+    unfollowed.update(a)
+    assert not unfollowed.is_alive(a, later) and unfollowed.is_alive(a, t0 + 1000)
 
 
 def test_removals_own_record_and_malformed_records() -> None:
