@@ -23,6 +23,7 @@ from instance.runtime.query.request import StorePlacement, check_store_kind
 from instance.runtime.query_counters import QuerySlot
 from instance.server.aio_interceptors import AioInterceptor
 from instance.server.describe import InputLagReader, topology_reply
+from instance.server.get_batch import answer_batch
 from instance.server.replies import ask_local, read_metadata
 from instance.server.scans import ScanService
 from instance.server.status import to_status
@@ -41,9 +42,11 @@ from kernel.scan_wire import ScanRequest
 from kernel.security import AUTH_TOKEN, TLS_CERT_FILE, TLS_KEY_FILE, Security, is_loopback
 from kernel.serdes import value_to_json
 from kernel.status_details import RpcStatus
+from kernel.task_id import TaskId
 from kernel.unavailable import UnavailableError
 from kernel.wire_enums import role_pb, state_pb
-from router.client.forward import forward_fetch, forward_get_bytes, hop_timeout
+from router.client.forward import forward_fetch, hop_timeout
+from router.client.forward_batch import GetForwarder
 from router.client.query_router import QueryRouter
 
 log = logging.getLogger(__name__)
@@ -79,6 +82,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.pool = ChannelPool(security, streams.config.application_id)
         #: the hops of Get, run on the server's event loop (and only there)
         self.aio_pool = AioChannelPool(security, streams.config.application_id)
+        self.forwarder = GetForwarder(self.aio_pool)
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
         self.watches = WatchService(streams)
@@ -103,6 +107,18 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             return await self._get(request, context.time_remaining, slot, data)
         except Exception as e:
             await _abort_async(context, e, slot)
+        finally:
+            slot.get_seconds += time.perf_counter() - start
+
+    async def GetBatch(self, request: pb.GetBatchRequest, context: grpc.aio.ServicerContext) -> pb.GetBatchReply:
+        """Gets another instance forwarded together (router/client/forward_batch.py), each
+        answered from this instance's replica as a forwarded Get alone would be, or with the
+        status it would have ended with. Nothing here awaits: a forwarded Get is never passed on."""
+        slot = self.counters.local.slot
+        start = time.perf_counter()
+        try:
+            return answer_batch(request.requests, lambda r: self._get_forwarded(r, slot),
+                                lambda e: _status_of(e, slot))
         finally:
             slot.get_seconds += time.perf_counter() - start
 
@@ -150,35 +166,21 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
 
     async def _get(self, request: pb.GetRequest, time_remaining: Callable[[], float | None],
                    slot: QuerySlot, data: bytes | None = None) -> pb.GetReply | bytes:
-        """A key's value, top to bottom (docs/architecture.md, "Get path"): the store's placement
-        and this instance's state read; the key parsed, serialized and hashed once
-        (``StorePlacement.locate``); the router picks the replica; this instance's is read by
+        """A key's value, top to bottom (docs/architecture.md, "Get path"): the request read
+        (:meth:`_locate`); the router picks the replica; this instance's is read by
         runtime/query/execute.py (the hot path: one local read, no hop, nothing awaited); another
-        instance's is asked with the request's bytes, and its reply's bytes are returned."""
-        streams = self.streams
-        store = request.store
-        if not store:
-            raise BadRequest("store must be given")
-        query_key = request.raw_key or request.key
-        if len(query_key) > MAX_QUERY_KEY_BYTES:  # checked only then: a context manager per Get shows in profiles
-            with caller_input():
-                check_query_key(query_key)
-        placement = streams.store_placement(store)  # raises for an unknown store / not started
-        local_state = streams.state
+        instance's is asked with the request's bytes (router/client/forward_batch.py), and its
+        reply's bytes are returned."""
+        placement, key, task, options = self._locate(request)
         forwarded = request.forwarded
-        if placement.is_global:  # every instance holds it whole: answered here, never forwarded
-            key = placement.key_of(request.key, request.raw_key)[0]
-            return self._get_local(placement, key, 0, _options_of(request, 1), forwarded, slot)
-        key, task = placement.locate(request.key, request.raw_key)
-        o = request.options
-        options = (_options_of(request, placement.partitions) if o.allow_stale or o.position or o.HasField("max_lag")
-                   else _DEFAULT_OPTIONS)  # most queries: nothing to parse, no call
-        if forwarded:
-            return self._get_local(placement, key, task.partition, options, forwarded, slot)
+        if task is None or forwarded:
+            return self._get_local(placement, key, 0 if task is None else task.partition, options, forwarded, slot)
+        store, partition = request.store, task.partition
+        local_state = self.streams.state
 
         def asking(endpoint: str | None) -> Generator[str, bytes, pb.GetReply | bytes]:
             if endpoint is None:
-                return self._get_local(placement, key, task.partition, options, forwarded, slot)
+                return self._get_local(placement, key, partition, options, forwarded, slot)
             return (yield endpoint)  # the driver below asks it
 
         body = request.SerializeToString() if data is None else data
@@ -187,7 +189,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             endpoint = next(steps)
             while True:
                 try:
-                    reply = await forward_get_bytes(self.aio_pool, endpoint, body, hop_timeout(time_remaining()))
+                    reply = await self.forwarder.get(endpoint, body, hop_timeout(time_remaining()))
                 except UnavailableError as e:
                     endpoint = steps.throw(e)
                 else:
@@ -196,6 +198,32 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         except StopIteration as answered:
             result: pb.GetReply | bytes = answered.value
             return result
+
+    def _get_forwarded(self, request: pb.GetRequest, slot: QuerySlot) -> pb.GetReply:
+        """A Get another instance forwarded: answered from this instance's replica or refused."""
+        placement, key, task, options = self._locate(request)
+        return self._get_local(placement, key, 0 if task is None else task.partition, options, True, slot)
+
+    def _locate(self, request: pb.GetRequest) -> tuple[StorePlacement, Any, TaskId | None, QueryOptions]:
+        """The store's placement, the key (parsed, serialized and hashed once:
+        ``StorePlacement.locate``), its task (None for a global store: every instance holds it
+        whole, so it is answered here) and the routing options. Raises BadRequest or the store's
+        errors."""
+        store = request.store
+        if not store:
+            raise BadRequest("store must be given")
+        query_key = request.raw_key or request.key
+        if len(query_key) > MAX_QUERY_KEY_BYTES:  # checked only then: a context manager per Get shows in profiles
+            with caller_input():
+                check_query_key(query_key)
+        placement = self.streams.store_placement(store)  # raises for an unknown store / not started
+        if placement.is_global:
+            return placement, placement.key_of(request.key, request.raw_key)[0], None, _options_of(request, 1)
+        key, task = placement.locate(request.key, request.raw_key)
+        o = request.options
+        options = (_options_of(request, placement.partitions) if o.allow_stale or o.position or o.HasField("max_lag")
+                   else _DEFAULT_OPTIONS)  # most queries: nothing to parse, no call
+        return placement, key, task, options
 
     def _get_local(self, placement: StorePlacement, key: Any, partition: int, options: QueryOptions,
                    forwarded: bool, slot: QuerySlot) -> pb.GetReply:

@@ -104,6 +104,26 @@ class GetReply(_message.Message):
     value_serde: str
     def __init__(self, found: _Optional[bool] = ..., value_json: _Optional[str] = ..., metadata: _Optional[_Union[ReadMetadata, _Mapping]] = ..., value: _Optional[bytes] = ..., value_serde: _Optional[str] = ...) -> None: ...
 
+class GetBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[GetRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[GetRequest, _Mapping]]] = ...) -> None: ...
+
+class GetBatchReply(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[GetOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[GetOutcome, _Mapping]]] = ...) -> None: ...
+
+class GetOutcome(_message.Message):
+    __slots__ = ("reply", "error")
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    reply: GetReply
+    error: ErrorStatus
+    def __init__(self, reply: _Optional[_Union[GetReply, _Mapping]] = ..., error: _Optional[_Union[ErrorStatus, _Mapping]] = ...) -> None: ...
+
 class Key(_message.Message):
     __slots__ = ("text", "raw")
     TEXT_FIELD_NUMBER: _ClassVar[int]

@@ -39,6 +39,11 @@ class InteractiveQueryStub:
                 request_serializer=iqmesh__pb2.GetRequest.SerializeToString,
                 response_deserializer=iqmesh__pb2.GetReply.FromString,
                 _registered_method=True)
+        self.GetBatch = channel.unary_unary(
+                '/iqmesh.v1.InteractiveQuery/GetBatch',
+                request_serializer=iqmesh__pb2.GetBatchRequest.SerializeToString,
+                response_deserializer=iqmesh__pb2.GetBatchReply.FromString,
+                _registered_method=True)
         self.MultiGet = channel.unary_stream(
                 '/iqmesh.v1.InteractiveQuery/MultiGet',
                 request_serializer=iqmesh__pb2.MultiGetRequest.SerializeToString,
@@ -96,6 +101,16 @@ class InteractiveQueryServicer:
 
     def Get(self, request, context):
         """Value of one key of one store, answered locally or forwarded (one hop) to its owner.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBatch(self, request, context):
+        """Several Gets one instance forwards to another at once (the instances' own hop: Gets that
+        arrive for the same owner while a hop to it is in flight go together in the next one). Each
+        request is answered as a forwarded Get alone would be, in order: its reply, or the status it
+        would have failed with. Never forwarded further.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -193,6 +208,11 @@ def add_InteractiveQueryServicer_to_server(servicer, server):
                     request_deserializer=iqmesh__pb2.GetRequest.FromString,
                     response_serializer=iqmesh__pb2.GetReply.SerializeToString,
             ),
+            'GetBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBatch,
+                    request_deserializer=iqmesh__pb2.GetBatchRequest.FromString,
+                    response_serializer=iqmesh__pb2.GetBatchReply.SerializeToString,
+            ),
             'MultiGet': grpc.unary_stream_rpc_method_handler(
                     servicer.MultiGet,
                     request_deserializer=iqmesh__pb2.MultiGetRequest.FromString,
@@ -271,6 +291,33 @@ class InteractiveQuery:
             '/iqmesh.v1.InteractiveQuery/Get',
             iqmesh__pb2.GetRequest.SerializeToString,
             iqmesh__pb2.GetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/iqmesh.v1.InteractiveQuery/GetBatch',
+            iqmesh__pb2.GetBatchRequest.SerializeToString,
+            iqmesh__pb2.GetBatchReply.FromString,
             options,
             channel_credentials,
             insecure,

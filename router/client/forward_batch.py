@@ -1,0 +1,176 @@
+"""The hop of Gets to their owner, batched: one call in flight per owner carries every Get that
+arrived for it meanwhile.
+
+A forwarded Get costs the instance passing it on a client call as well as its own server call,
+and the owner a server call: under load the hop, not the read, is the cost. So while a hop to an
+owner is in flight (:data:`LANES_PER_OWNER` of them), the Gets for it wait, and the next hop takes
+all of them at once (GetBatch, at most :data:`MAX_BATCH`). Alone, a Get goes on its own as before
+(Get, bytes in and out): a quiet instance waits for nothing. Each Get of a batch is answered or
+refused as it would have been alone; an owner that does not know GetBatch (an older instance, in
+a rolling upgrade) gets the Gets one by one.
+
+Runs on one event loop (the query server's); not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import grpc
+
+from kernel.channels import AioChannelPool
+from kernel.rpc import iqmesh_pb2 as pb
+from kernel.status_details import DETAILS_KEY
+from router.client.forward import FORWARD_TIMEOUT_S, FORWARDED_REPLY, forward_get_bytes, refusal
+
+#: the GetBatch method's path, called with bytes
+GET_BATCH_METHOD = "/iqmesh.v1.InteractiveQuery/GetBatch"
+#: hops in flight to one owner before Gets wait for the next batch
+LANES_PER_OWNER = 2
+#: most Gets in one batch (a request of a few KiB)
+MAX_BATCH = 64
+#: GetBatchRequest.requests (field 1, length-delimited): a request's bytes framed as one element
+_REQUESTS_TAG = b"\x0a"
+
+
+@dataclass
+class _Waiting:
+    request: bytes
+    timeout: float
+    done: asyncio.Future[bytes]
+
+
+@dataclass
+class _Owner:
+    """The hops to one endpoint: how many are in flight, the Gets waiting for the next."""
+
+    in_flight: int = 0
+    waiting: list[_Waiting] = field(default_factory=list)
+    #: False once the owner answered GetBatch with UNIMPLEMENTED
+    batches: bool = True
+
+
+class GetForwarder:
+    """Forwards Gets (their request bytes, as received) to their owners over ``pool``, batching
+    those that find the owner's lanes busy; returns each reply's bytes marked forwarded."""
+
+    def __init__(self, pool: AioChannelPool) -> None:
+        self.pool = pool
+        self._owners: dict[str, _Owner] = {}
+        #: hops sent, and Gets they carried (what batching saved: the difference)
+        self.hops = 0
+        self.gets = 0
+
+    async def get(self, endpoint: str, request: bytes, timeout: float = FORWARD_TIMEOUT_S) -> bytes:
+        """The reply of ``endpoint`` to ``request`` (a GetRequest's bytes); raises as
+        :func:`router.client.forward.forward_get_bytes`: UnavailableError for a refusal or an
+        owner out of reach (ask the next candidate), ``grpc.RpcError`` for any other status."""
+        owner = self._owners.get(endpoint)
+        if owner is None:
+            owner = self._owners[endpoint] = _Owner()
+        if owner.in_flight < LANES_PER_OWNER and not owner.waiting:
+            owner.in_flight += 1
+            self.hops += 1
+            self.gets += 1
+            try:
+                return await forward_get_bytes(self.pool, endpoint, request, timeout)
+            finally:
+                owner.in_flight -= 1
+                self._next(endpoint, owner)
+        waiting = _Waiting(request, timeout, asyncio.get_running_loop().create_future())
+        owner.waiting.append(waiting)
+        return await waiting.done
+
+    def _next(self, endpoint: str, owner: _Owner) -> None:
+        """A lane came free: the Gets waiting go in one hop (their callers cancelled: left out)."""
+        waiting = [w for w in owner.waiting[:MAX_BATCH] if not w.done.done()]
+        del owner.waiting[:MAX_BATCH]
+        if not waiting:
+            if owner.waiting:
+                self._next(endpoint, owner)
+            return
+        owner.in_flight += 1
+        self.hops += 1
+        self.gets += len(waiting)
+        asyncio.get_running_loop().create_task(self._send(endpoint, owner, waiting))
+
+    async def _send(self, endpoint: str, owner: _Owner, waiting: list[_Waiting]) -> None:
+        try:
+            if len(waiting) == 1 or not owner.batches:
+                await asyncio.gather(*(self._alone(endpoint, w) for w in waiting))
+            else:
+                await self._batch(endpoint, owner, waiting)
+        finally:
+            owner.in_flight -= 1
+            self._next(endpoint, owner)
+
+    async def _alone(self, endpoint: str, w: _Waiting) -> None:
+        try:
+            _settle(w, await forward_get_bytes(self.pool, endpoint, w.request, w.timeout))
+        except Exception as e:  # noqa: BLE001 - the waiting caller raises it
+            _fail(w, e)
+
+    async def _batch(self, endpoint: str, owner: _Owner, waiting: list[_Waiting]) -> None:
+        call = self.pool.bytes_call(endpoint, GET_BATCH_METHOD)
+        timeout = min(FORWARD_TIMEOUT_S, max(w.timeout for w in waiting))
+        try:
+            reply = pb.GetBatchReply.FromString(await call(batch_request(w.request for w in waiting),
+                                                           timeout=timeout))
+        except grpc.RpcError as e:
+            if e.code() is grpc.StatusCode.UNIMPLEMENTED:  # an owner older than GetBatch
+                owner.batches = False
+                await asyncio.gather(*(self._alone(endpoint, w) for w in waiting))
+                return
+            failed = refusal(endpoint, e) or e
+            for w in waiting:
+                _fail(w, failed)
+            return
+        if len(reply.outcomes) != len(waiting):
+            broken = grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                          f"{endpoint}: {len(reply.outcomes)} answers to {len(waiting)} Gets")
+            for w in waiting:
+                _fail(w, broken)
+            return
+        for w, outcome in zip(waiting, reply.outcomes, strict=True):
+            if outcome.HasField("reply"):
+                _settle(w, outcome.reply.SerializeToString() + FORWARDED_REPLY)
+            else:
+                error = as_rpc_error(outcome.error)
+                _fail(w, refusal(endpoint, error) or error)
+
+
+def batch_request(requests: Iterable[bytes]) -> bytes:
+    """A GetBatchRequest's bytes made of GetRequests' bytes, none of them parsed."""
+    return b"".join(_REQUESTS_TAG + _varint(len(r)) + r for r in requests)
+
+
+def as_rpc_error(status: pb.ErrorStatus) -> grpc.aio.AioRpcError:
+    """The error a Get alone would have raised with ``status`` (its typed details in the trailer,
+    where :mod:`kernel.status_details` reads them)."""
+    trailer = grpc.aio.Metadata((DETAILS_KEY, status.SerializeToString())) if status.details else grpc.aio.Metadata()
+    code = _CODES.get(status.code, grpc.StatusCode.UNKNOWN)
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailer, status.message)
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _settle(w: _Waiting, reply: bytes) -> None:
+    if not w.done.done():
+        w.done.set_result(reply)
+
+
+def _fail(w: _Waiting, e: BaseException) -> None:
+    if not w.done.done():
+        w.done.set_exception(e)
