@@ -1,7 +1,7 @@
 """Query benchmark: Get throughput and latency of a 3-instance cluster against a bare Python gRPC
 server doing the same rocksdict lookup, on the same machine in the same run::
 
-    python -m loadtest.queries [--keys 100000] [--seconds 10] [--reps 3] [--profile DIR] [--install]
+    python -m loadtest.queries [--keys 100000] [--seconds 10] [--reps 3] [--bursts] [--profile DIR] [--install]
 
 Starts a dev broker, loads ``--keys`` keys into a table application (loadtest/table_app.py, store
 ``kv``, 6 partitions) run by 3 ``iqmesh run`` instances, a gateway, and two bare servers
@@ -11,8 +11,10 @@ framed gRPC request (5-byte prefix + protobuf body) over HTTP/2, or a REST GET o
 
 * bare server; a key the contacted instance owns (local); a key another instance owns
   (forwarded, one hop); REST Get through the gateway: peak throughput, p50/p99, then p50/p99 at
-  half of that peak (h2load ``--rps``, ``--half-runs`` runs, the one of median p99 kept); the peak
-  runs are interleaved ``--reps`` times and the median kept;
+  half of that peak with requests arriving as a Poisson process (one h2load per connection, each
+  on a timing script of its own; ``--half-runs`` runs, the one of median p99 kept; ``--bursts``:
+  also with h2load's ``--rps``, which sends in bursts); the peak runs are interleaved ``--reps``
+  times and the median kept;
 * the Python routing client (``router.client.sync_client.QueryClient``) from threads of this process, random
   keys, with the share of answers that took a forwarding hop;
 * ``All`` over the whole store through the Python client (rows/s).
@@ -124,6 +126,54 @@ def h2load(what: str, url: str, load: Load, work: Path, body: bytes | None = Non
     return Result(what, len(lat), per_s, _percentile(lat, 0.5), _percentile(lat, 0.99))
 
 
+def h2load_open(what: str, url: str, load: Load, per_s: float, work: Path, body: bytes | None = None,
+                seed: int = 0) -> Result:
+    """An open-loop run at ``per_s`` requests/s in all, arriving as a Poisson process: one h2load
+    per connection (``load.clients`` of them, ``load.streams`` streams each), each sending at the
+    times of a timing script of its own (exponential gaps at ``per_s / clients``), started
+    together. h2load's ``--rps`` sends each connection's requests in bursts at a ~10 ms tick
+    (measured: bursts of 20 every 10 ms from 4 connections at 2,000/s), so its p99 is the time
+    to drain a burst; real clients do not arrive in step. The first second is warm-up."""
+    procs = []
+    logs = []
+    for c in range(load.clients):
+        rnd = random.Random(seed * 1000 + c)
+        t, lines = 0.0, []
+        while t < (load.seconds + 1) * 1000:
+            t += rnd.expovariate(per_s / load.clients / 1000)
+            lines.append(f"{t:.3f}\t{url}")
+        script = work / f"timing-{time.monotonic_ns()}-{c}.txt"
+        script.write_text("\n".join(lines) + "\n")
+        log = work / f"h2load-open-{time.monotonic_ns()}-{c}.log"
+        logs.append(log)
+        cmd = ["h2load", "-t", "1", "-c", "1", "-m", str(load.streams), f"--timing-script-file={script}",
+               f"--log-file={log}"]
+        if body is not None:
+            data = work / f"req-{time.monotonic_ns()}.bin"
+            data.write_bytes(body)
+            cmd += ["-H", "content-type: application/grpc", "-H", "te: trailers", "-d", str(data)]
+        else:
+            cmd.append("--h1")
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    failed = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=load.seconds + 60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"h2load failed ({proc.returncode}):\n{out[-2000:]}\n{err[-2000:]}")
+        failed += next((int(line.split(",")[4].split()[0]) for line in out.splitlines()
+                        if line.startswith("requests:")), 0)
+    rows = [cols for log in logs for cols in (row.split("\t") for row in log.read_text().splitlines())
+            if len(cols) >= 3]
+    if failed or not rows or any(cols[1] != "200" for cols in rows):
+        raise RuntimeError(f"{what}: {failed} requests failed of {len(rows)}")
+    first = min(int(cols[0]) for cols in rows)
+    kept = [cols for cols in rows if int(cols[0]) >= first + 1_000_000]  # start times in µs
+    lat = sorted(int(cols[2]) / 1000 for cols in kept)
+    span = (max(int(cols[0]) for cols in kept) - min(int(cols[0]) for cols in kept)) / 1e6
+    return Result(what, len(lat), len(lat) / span if span > 0 else 0.0, _percentile(lat, 0.5),
+                  _percentile(lat, 0.99))
+
+
 @dataclass(frozen=True)
 class Target:
     what: str
@@ -134,11 +184,12 @@ class Target:
 
 def run_targets(targets: list[Target], reps: int, work: Path, check: Check,
                 on_run: Callable[[Target, int], Callable[[], None] | None] = lambda t, rep: None,
-                half_runs: int = 1) -> list[Result]:
+                half_runs: int = 1, bursts: bool = False) -> list[Result]:
     """``reps`` rounds of one peak run per target, interleaved so that a change in the machine's
     load hits every target alike; the median peak of each, then ``half_runs`` runs at half of it
-    (``--rps`` per connection), the one of median p99 kept (a pause of the machine sets one run's
-    p99). ``on_run`` may start something for a run and return its end."""
+    arriving as a Poisson process (:func:`h2load_open`), the one of median p99 kept; with
+    ``bursts``, the same again with h2load's ``--rps`` (the earlier measure). ``on_run`` may start
+    something for a run and return its end."""
     peaks: dict[str, list[Result]] = {t.what: [] for t in targets}
     for rep in range(reps):
         for t in targets:
@@ -155,17 +206,25 @@ def run_targets(targets: list[Target], reps: int, work: Path, check: Check,
         median = runs[len(runs) // 2]
         out.append(Result(t.what, median.requests, median.per_s, median.p50_ms, median.p99_ms,
                           f"median of {reps}: " + " / ".join(f"{r.per_s:,.0f}" for r in peaks[t.what])))
-        rps = max(1, int(median.per_s / 2 / t.load.clients))
-        halves = sorted((h2load(f"{t.what} @ half of peak", t.url,
-                                Load(t.load.clients, t.load.streams, t.load.seconds, rps), work, t.body)
-                         for _ in range(half_runs)), key=lambda r: r.p99_ms)
-        half = halves[len(halves) // 2]
-        if half_runs > 1:
-            half = replace(half, note=f"p99 median of {half_runs}: " + " / ".join(f"{r.p99_ms:.1f}" for r in halves))
-        out.append(half)
-        print(f"  {half.what}: {half.per_s:,.0f}/s, p99 {half.p99_ms:.1f} ms", file=sys.stderr, flush=True)
+        halves = sorted((h2load_open(f"{t.what} @ half of peak", t.url, t.load, median.per_s / 2, work, t.body, i)
+                         for i in range(half_runs)), key=lambda r: r.p99_ms)
+        out.append(_median_p99(halves, "Poisson arrivals"))
+        if bursts:
+            rps = max(1, int(median.per_s / 2 / t.load.clients))
+            out.append(_median_p99(sorted(
+                (h2load(f"{t.what} @ half of peak, h2load --rps", t.url,
+                        Load(t.load.clients, t.load.streams, t.load.seconds, rps), work, t.body)
+                 for _ in range(half_runs)), key=lambda r: r.p99_ms), "bursts every ~10 ms"))
     check("half of peak")
     return out
+
+
+def _median_p99(runs: list[Result], how: str) -> Result:
+    """Of runs sorted by p99, the one of median p99 (a pause of the machine sets one run's p99)."""
+    half = replace(runs[len(runs) // 2], note=f"{how}; p99 median of {len(runs)}: "
+                   + " / ".join(f"{r.p99_ms:.1f}" for r in runs))
+    print(f"  {half.what}: {half.per_s:,.0f}/s, p99 {half.p99_ms:.1f} ms", file=sys.stderr, flush=True)
+    return half
 
 
 class Check:
@@ -362,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", type=int, default=8, help="concurrent streams per connection")
     ap.add_argument("--reps", type=int, default=3, help="interleaved peak runs per target (median)")
     ap.add_argument("--half-runs", type=int, default=3, help="runs at half of peak per target (median p99)")
+    ap.add_argument("--bursts", action="store_true",
+                    help="also measure half of peak with h2load --rps (requests in bursts, the earlier measure)")
     ap.add_argument("--client-threads", type=int, default=8)
     ap.add_argument("--all-reps", type=int, default=3)
     ap.add_argument("--profile", type=Path,
@@ -427,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
             spy = profile(asked.proc.pid, args.seconds + 1, args.profile / name)
             return lambda: print(f"py-spy: {spy.wait(60)}", file=sys.stderr)
         check = Check(asked.target)
-        results = run_targets(targets, args.reps, work, check, on_run, args.half_runs)
+        results = run_targets(targets, args.reps, work, check, on_run, args.half_runs, args.bursts)
         results.append(client_run(asked.target, args.keys, args.seconds, args.client_threads))
         check("Python QueryClient")
         results.append(all_run(asked.target, args.keys, args.all_reps))

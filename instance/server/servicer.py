@@ -45,8 +45,8 @@ from kernel.status_details import RpcStatus
 from kernel.task_id import TaskId
 from kernel.unavailable import UnavailableError
 from kernel.wire_enums import role_pb, state_pb
-from router.client.forward import forward_fetch, hop_timeout
-from router.client.forward_batch import GetForwarder
+from router.client.forward import forward_fetch, forward_get_bytes, hop_timeout
+from router.client.forward_batch import GetBatcher
 from router.client.query_router import QueryRouter
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,8 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.pool = ChannelPool(security, streams.config.application_id)
         #: the hops of Get, run on the server's event loop (and only there)
         self.aio_pool = AioChannelPool(security, streams.config.application_id)
-        self.forwarder = GetForwarder(self.aio_pool)
+        #: the Gets sent there, batched per owner while hops to it are in flight
+        self.gets = GetBatcher(self.aio_pool)
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)
         self.watches = WatchService(streams)
@@ -189,7 +190,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
             endpoint = next(steps)
             while True:
                 try:
-                    reply = await self.forwarder.get(endpoint, body, hop_timeout(time_remaining()))
+                    reply = await forward_get_bytes(self.gets, endpoint, body, hop_timeout(time_remaining()))
                 except UnavailableError as e:
                     endpoint = steps.throw(e)
                 else:

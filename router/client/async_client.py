@@ -30,6 +30,7 @@ from router.client.client_steps import (
     Step,
     Steps,
 )
+from router.client.forward_batch import GetBatcher
 from router.client.routing_table import RoutingTable
 from router.client.scan_pages import AsyncScan
 from router.client.watch_client import AsyncWatch, watch_of
@@ -52,6 +53,8 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
                  security: Security = NO_SECURITY, max_table_age: float = MAX_TABLE_AGE_S,
                  application_id: str = "") -> None:
         self._pool = AioChannelPool(security, application_id)
+        #: the Gets sent straight to their replica, batched per replica while calls to it are in flight
+        self._gets = GetBatcher(self._pool)
         self.core = ClientCore(target, timeout, max_table_age, self._pool)
         self.timeout = timeout
         self.max_table_age = max_table_age
@@ -136,7 +139,11 @@ class AsyncQueryClient(ScanMethods[AsyncScan]):
             try:
                 if step.stream:
                     return [m async for m in call(step.request, timeout=step.timeout)]
-                reply = await call(step.request, timeout=step.timeout)
+                if isinstance(step.request, pb.GetRequest) and step.request.forwarded:  # to its replica
+                    reply = pb.GetReply.FromString(
+                        await self._gets.call(step.endpoint, step.request.SerializeToString(), step.timeout))
+                else:
+                    reply = await call(step.request, timeout=step.timeout)
             except grpc.RpcError as e:
                 if not is_unreachable(e):
                     LAST_ENTRY.set(step.endpoint)  # it answered, with an error status

@@ -7,11 +7,12 @@ from typing import NoReturn
 import grpc
 
 from kernel.application_guard import is_wrong_application
-from kernel.channels import AioChannelPool, ChannelPool
+from kernel.channels import ChannelPool
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.scan_wire import ReceivedPage, ScanRequest, method_of, read_stream
 from kernel.status_details import refusal_of
 from kernel.unavailable import FailureReason, UnavailableError
+from router.client.forward_batch import GetBatcher
 
 FORWARD_TIMEOUT_S = 5.0
 #: kept from the caller's remaining time for the answer's way back (at most a fifth of it)
@@ -80,8 +81,6 @@ def forward_get(pool: ChannelPool, endpoint: str, request: pb.GetRequest,
     return reply
 
 
-#: the Get method's path, called with bytes by :func:`forward_get_bytes`
-GET_METHOD = "/iqmesh.v1.InteractiveQuery/Get"
 #: ``forwarded: true`` as encoded in a GetRequest (field 5, varint 1). Appended to a request's
 #: bytes it sets the field whatever they held: the last value of a scalar field wins.
 FORWARDED_REQUEST = b"\x28\x01"
@@ -91,14 +90,15 @@ FORWARDED_REQUEST = b"\x28\x01"
 FORWARDED_REPLY = b"\x1a\x02\x50\x01"
 
 
-async def forward_get_bytes(pool: AioChannelPool, endpoint: str, request: bytes,
+async def forward_get_bytes(gets: GetBatcher, endpoint: str, request: bytes,
                             timeout: float = FORWARD_TIMEOUT_S) -> bytes:
-    """:func:`forward_get` on serialized messages, awaited on a grpc.aio channel (the query
-    server's Get runs on its event loop): ``request`` (a GetRequest's bytes, as the caller sent
-    them) passed on marked forwarded, and the reply's bytes returned marked as answered by another
-    instance, neither parsed nor encoded again. Errors as :func:`ask_get`."""
+    """:func:`forward_get` on serialized messages, awaited on grpc.aio (the query server's Get
+    runs on its event loop), with the other Gets for ``endpoint`` (router/client/forward_batch.py):
+    ``request`` (a GetRequest's bytes, as the caller sent them) passed on marked forwarded, and the
+    reply's bytes returned marked as answered by another instance, neither parsed nor encoded
+    again. Errors as :func:`ask_get`."""
     try:
-        reply = await pool.bytes_call(endpoint, GET_METHOD)(request + FORWARDED_REQUEST, timeout=timeout)
+        reply = await gets.call(endpoint, request + FORWARDED_REQUEST, timeout)
     except grpc.RpcError as e:
         raise_refusal(endpoint, e)
     return reply + FORWARDED_REPLY

@@ -1,13 +1,13 @@
-"""The hop of Gets to their owner, batched: one call in flight per owner carries every Get that
-arrived for it meanwhile.
+"""Gets sent to the replica that answers them, batched: while calls to a replica are in flight,
+the Gets for it wait and the next call carries all of them.
 
-A forwarded Get costs the instance passing it on a client call as well as its own server call,
-and the owner a server call: under load the hop, not the read, is the cost. So while a hop to an
-owner is in flight (:data:`LANES_PER_OWNER` of them), the Gets for it wait, and the next hop takes
-all of them at once (GetBatch, at most :data:`MAX_BATCH`). Alone, a Get goes on its own as before
-(Get, bytes in and out): a quiet instance waits for nothing. Each Get of a batch is answered or
-refused as it would have been alone; an owner that does not know GetBatch (an older instance, in
-a rolling upgrade) gets the Gets one by one.
+A Get sent to another instance costs the sender a client call and the replica a server call:
+under load the call, not the read, is the cost. The forwarding hop of an instance and the routing
+client of the gateway send their Gets here. While :data:`LANES_PER_OWNER` calls to a replica are
+in flight, the Gets for it wait, and the next call takes all of them at once (GetBatch, at most
+:data:`MAX_BATCH`). A Get that finds a lane free goes alone (Get, bytes in and out): a quiet sender
+waits for nothing. Each Get of a batch is answered or refused as it would have been alone; a
+replica that does not know GetBatch (an older instance, in a rolling upgrade) gets them one by one.
 
 Runs on one event loop (the query server's); not thread-safe.
 """
@@ -23,9 +23,9 @@ import grpc
 from kernel.channels import AioChannelPool
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.status_details import DETAILS_KEY
-from router.client.forward import FORWARD_TIMEOUT_S, FORWARDED_REPLY, forward_get_bytes, refusal
 
-#: the GetBatch method's path, called with bytes
+#: the Get and GetBatch methods' paths, called with bytes
+GET_METHOD = "/iqmesh.v1.InteractiveQuery/Get"
 GET_BATCH_METHOD = "/iqmesh.v1.InteractiveQuery/GetBatch"
 #: hops in flight to one owner before Gets wait for the next batch
 LANES_PER_OWNER = 2
@@ -52,21 +52,21 @@ class _Owner:
     batches: bool = True
 
 
-class GetForwarder:
-    """Forwards Gets (their request bytes, as received) to their owners over ``pool``, batching
-    those that find the owner's lanes busy; returns each reply's bytes marked forwarded."""
+class GetBatcher:
+    """Gets (their request bytes) sent to their replicas over ``pool``; those that find the
+    replica's lanes busy wait and go together. Each returns its reply's bytes as the replica sent
+    them or raises the ``grpc.RpcError`` a Get alone would have raised (the forwarding hop and the
+    routing client read them as before)."""
 
     def __init__(self, pool: AioChannelPool) -> None:
         self.pool = pool
         self._owners: dict[str, _Owner] = {}
-        #: hops sent, and Gets they carried (what batching saved: the difference)
+        #: calls sent, and Gets they carried (what batching saved: the difference)
         self.hops = 0
         self.gets = 0
 
-    async def get(self, endpoint: str, request: bytes, timeout: float = FORWARD_TIMEOUT_S) -> bytes:
-        """The reply of ``endpoint`` to ``request`` (a GetRequest's bytes); raises as
-        :func:`router.client.forward.forward_get_bytes`: UnavailableError for a refusal or an
-        owner out of reach (ask the next candidate), ``grpc.RpcError`` for any other status."""
+    async def call(self, endpoint: str, request: bytes, timeout: float) -> bytes:
+        """``endpoint``'s Get reply to ``request`` (a GetRequest's bytes)."""
         owner = self._owners.get(endpoint)
         if owner is None:
             owner = self._owners[endpoint] = _Owner()
@@ -75,7 +75,7 @@ class GetForwarder:
             self.hops += 1
             self.gets += 1
             try:
-                return await forward_get_bytes(self.pool, endpoint, request, timeout)
+                return await self.pool.bytes_call(endpoint, GET_METHOD)(request, timeout=timeout)
             finally:
                 owner.in_flight -= 1
                 self._next(endpoint, owner)
@@ -84,17 +84,16 @@ class GetForwarder:
         return await waiting.done
 
     def _next(self, endpoint: str, owner: _Owner) -> None:
-        """A lane came free: the Gets waiting go in one hop (their callers cancelled: left out)."""
-        waiting = [w for w in owner.waiting[:MAX_BATCH] if not w.done.done()]
-        del owner.waiting[:MAX_BATCH]
-        if not waiting:
-            if owner.waiting:
-                self._next(endpoint, owner)
-            return
-        owner.in_flight += 1
-        self.hops += 1
-        self.gets += len(waiting)
-        asyncio.get_running_loop().create_task(self._send(endpoint, owner, waiting))
+        """A lane came free: the Gets waiting go in one call (their callers gone: left out)."""
+        while owner.waiting:
+            waiting = [w for w in owner.waiting[:MAX_BATCH] if not w.done.done()]
+            del owner.waiting[:MAX_BATCH]
+            if waiting:
+                owner.in_flight += 1
+                self.hops += 1
+                self.gets += len(waiting)
+                asyncio.get_running_loop().create_task(self._send(endpoint, owner, waiting))
+                return
 
     async def _send(self, endpoint: str, owner: _Owner, waiting: list[_Waiting]) -> None:
         try:
@@ -108,24 +107,22 @@ class GetForwarder:
 
     async def _alone(self, endpoint: str, w: _Waiting) -> None:
         try:
-            _settle(w, await forward_get_bytes(self.pool, endpoint, w.request, w.timeout))
-        except Exception as e:  # noqa: BLE001 - the waiting caller raises it
+            _settle(w, await self.pool.bytes_call(endpoint, GET_METHOD)(w.request, timeout=w.timeout))
+        except grpc.RpcError as e:
             _fail(w, e)
 
     async def _batch(self, endpoint: str, owner: _Owner, waiting: list[_Waiting]) -> None:
         call = self.pool.bytes_call(endpoint, GET_BATCH_METHOD)
-        timeout = min(FORWARD_TIMEOUT_S, max(w.timeout for w in waiting))
         try:
             reply = pb.GetBatchReply.FromString(await call(batch_request(w.request for w in waiting),
-                                                           timeout=timeout))
+                                                           timeout=max(w.timeout for w in waiting)))
         except grpc.RpcError as e:
-            if e.code() is grpc.StatusCode.UNIMPLEMENTED:  # an owner older than GetBatch
+            if e.code() is grpc.StatusCode.UNIMPLEMENTED:  # a replica older than GetBatch
                 owner.batches = False
                 await asyncio.gather(*(self._alone(endpoint, w) for w in waiting))
                 return
-            failed = refusal(endpoint, e) or e
             for w in waiting:
-                _fail(w, failed)
+                _fail(w, e)
             return
         if len(reply.outcomes) != len(waiting):
             broken = grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(),
@@ -135,10 +132,9 @@ class GetForwarder:
             return
         for w, outcome in zip(waiting, reply.outcomes, strict=True):
             if outcome.HasField("reply"):
-                _settle(w, outcome.reply.SerializeToString() + FORWARDED_REPLY)
+                _settle(w, outcome.reply.SerializeToString())
             else:
-                error = as_rpc_error(outcome.error)
-                _fail(w, refusal(endpoint, error) or error)
+                _fail(w, as_rpc_error(outcome.error))
 
 
 def batch_request(requests: Iterable[bytes]) -> bytes:

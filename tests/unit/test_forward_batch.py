@@ -1,7 +1,8 @@
-"""The batched hop (router/client/forward_batch.py) against real gRPC servers on loopback: Gets
-that find the owner's lanes busy go in one GetBatch, answered as the owner answers it
-(instance/server/get_batch.py); each gets the reply, refusal or error it would have got alone; an
-owner without GetBatch gets them one by one; a caller that gave up is left out."""
+"""Batched Gets (router/client/forward_batch.py) against real gRPC servers on loopback, through
+the forwarding hop (router/client/forward.py ``forward_get_bytes``): Gets that find the owner's
+lanes busy go in one GetBatch, answered as the owner answers it (instance/server/get_batch.py);
+each gets the reply, refusal or error it would have got alone; an owner without GetBatch gets them
+one by one; a caller that gave up is left out."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from kernel.channels import AioChannelPool
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from kernel.unavailable import FailureReason, UnavailableError
-from router.client.forward_batch import LANES_PER_OWNER, GetForwarder, batch_request
+from router.client.forward import forward_get_bytes
+from router.client.forward_batch import LANES_PER_OWNER, GetBatcher, batch_request
 from tests.unit.test_forward_bytes import REPLIES, Owner
 
 
@@ -87,29 +89,32 @@ def test_gets_that_find_the_lanes_busy_go_together_each_answered_as_alone(slow_o
     owner, endpoint = slow_owner
     waiting_keys = ["0", "2", "bound", "moved", "3", "bad", "1"]
 
-    async def run() -> tuple[list[bytes | BaseException], list[bytes | BaseException], GetForwarder]:
+    async def run() -> tuple[list[bytes | BaseException], list[bytes | BaseException], GetBatcher]:
         pool = AioChannelPool(application_id="app")
-        forwarder = GetForwarder(pool)
+        gets = GetBatcher(pool)
+
+        def hop(key: str) -> asyncio.Future[bytes]:
+            return asyncio.ensure_future(forward_get_bytes(gets, endpoint, _get(key), 10))
         try:
-            slow = [asyncio.ensure_future(forwarder.get(endpoint, _get("slow"), 10)) for _ in range(LANES_PER_OWNER)]
+            slow = [hop("slow") for _ in range(LANES_PER_OWNER)]
             for _ in slow:  # both lanes are in flight at the owner
                 await asyncio.to_thread(owner.slow_started.acquire, True, 10)
-            queued = [asyncio.ensure_future(forwarder.get(endpoint, _get(k), 10)) for k in waiting_keys]
-            given_up = asyncio.ensure_future(forwarder.get(endpoint, _get("0"), 10))
+            queued = [hop(k) for k in waiting_keys]
+            given_up = hop("0")
             await asyncio.sleep(0.05)
             given_up.cancel()
             owner.release.set()
             answers = await asyncio.gather(*queued, return_exceptions=True)
-            return await asyncio.gather(*slow, return_exceptions=True), answers, forwarder
+            return await asyncio.gather(*slow, return_exceptions=True), answers, gets
         finally:
             await pool.close()
 
-    slow_answers, answers, forwarder = asyncio.run(run())
+    slow_answers, answers, gets = asyncio.run(run())
     assert all(isinstance(a, bytes) and pb.GetReply.FromString(a).metadata.forwarded for a in slow_answers)
     if owner.batches:
         assert [[r.key for r in b] for b in owner.batches_received] == [waiting_keys]  # one hop, the cancelled left out
         assert all(r.forwarded for r in owner.batches_received[0])
-        assert (forwarder.hops, forwarder.gets) == (LANES_PER_OWNER + 1, LANES_PER_OWNER + len(waiting_keys))
+        assert (gets.hops, gets.gets) == (LANES_PER_OWNER + 1, LANES_PER_OWNER + len(waiting_keys))
     else:  # one by one after the owner said UNIMPLEMENTED
         assert sorted(r.key for r in owner.received if r.key != "slow") == sorted(waiting_keys)
     by_key = dict(zip(waiting_keys, answers, strict=True))
@@ -137,15 +142,15 @@ def test_gets_that_find_the_lanes_busy_go_together_each_answered_as_alone(slow_o
 def test_a_quiet_owner_gets_each_get_alone(slow_owner: tuple[SlowOwner, str]) -> None:
     owner, endpoint = slow_owner
 
-    async def run() -> GetForwarder:
+    async def run() -> GetBatcher:
         pool = AioChannelPool(application_id="app")
-        forwarder = GetForwarder(pool)
+        gets = GetBatcher(pool)
         try:
             for i in range(len(REPLIES)):
-                assert pb.GetReply.FromString(await forwarder.get(endpoint, _get(str(i)), 5)).metadata.forwarded
-            return forwarder
+                assert pb.GetReply.FromString(await gets.call(endpoint, _get(str(i)), 5)) == REPLIES[i]
+            return gets
         finally:
             await pool.close()
 
-    forwarder = asyncio.run(run())
-    assert owner.batches_received == [] and forwarder.hops == forwarder.gets == len(REPLIES)
+    gets = asyncio.run(run())
+    assert owner.batches_received == [] and gets.hops == gets.gets == len(REPLIES)

@@ -21,13 +21,8 @@ from kernel.channels import AioChannelPool, ChannelPool
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from kernel.unavailable import FailureReason, UnavailableError
-from router.client.forward import (
-    FORWARDED_REPLY,
-    FORWARDED_REQUEST,
-    GET_METHOD,
-    forward_get,
-    forward_get_bytes,
-)
+from router.client.forward import FORWARDED_REPLY, FORWARDED_REQUEST, forward_get, forward_get_bytes
+from router.client.forward_batch import GET_METHOD, GetBatcher
 
 SERVICE = pb.DESCRIPTOR.services_by_name["InteractiveQuery"]
 
@@ -115,12 +110,12 @@ class Front(pb_grpc.InteractiveQueryServicer):
     WITH_BYTES = frozenset({"Get"})
 
     def __init__(self, pool: AioChannelPool, owner: str) -> None:
-        self.pool, self.owner = pool, owner
+        self.pool, self.owner, self.gets = pool, owner, GetBatcher(pool)
 
     async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext,  # type: ignore[override]
                   data: bytes | None = None) -> pb.GetReply | bytes:
         assert data is not None and pb.GetRequest.FromString(data) == request
-        return await forward_get_bytes(self.pool, self.owner, data, 5)
+        return await forward_get_bytes(self.gets, self.owner, data, 5)
 
 
 def _server(servicer: object) -> tuple[grpc.Server, str]:
@@ -155,7 +150,7 @@ def _hop(endpoint: str, request: bytes, timeout: float = 5) -> bytes:
     async def hop() -> bytes:
         pool = AioChannelPool(application_id="app")
         try:
-            return await forward_get_bytes(pool, endpoint, request, timeout)
+            return await forward_get_bytes(GetBatcher(pool), endpoint, request, timeout)
         finally:
             await pool.close()
     return asyncio.run(hop())
