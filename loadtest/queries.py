@@ -104,12 +104,7 @@ def h2load(what: str, url: str, load: Load, work: Path, body: bytes | None = Non
            "--warm-up-time", "1", f"--log-file={log}"]
     if load.rps_per_client:
         cmd.append(f"--rps={load.rps_per_client}")
-    if body is not None:
-        data = work / f"req-{time.monotonic_ns()}.bin"
-        data.write_bytes(body)
-        cmd += ["-H", "content-type: application/grpc", "-H", "te: trailers", "-d", str(data)]
-    else:
-        cmd.append("--h1")
+    cmd += _request_args(work, body)
     out = subprocess.run([*cmd, url], capture_output=True, text=True, timeout=load.seconds + 60)
     if out.returncode != 0:
         raise RuntimeError(f"h2load failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
@@ -127,8 +122,17 @@ def h2load(what: str, url: str, load: Load, work: Path, body: bytes | None = Non
     return Result(what, len(lat), per_s, _percentile(lat, 0.5), _percentile(lat, 0.99))
 
 
-#: requests/s one h2load keeps to on a timing script (measured: at 500/s one fell behind by a
-#: fifth, at 250/s it kept to the script)
+def _request_args(work: Path, body: bytes | None) -> list[str]:
+    """h2load's arguments for the request: a framed gRPC POST of ``body``, else a GET over HTTP/1.1."""
+    if body is None:
+        return ["--h1"]
+    data = work / f"req-{time.monotonic_ns()}.bin"
+    data.write_bytes(body)
+    return ["-H", "content-type: application/grpc", "-H", "te: trailers", "-d", str(data)]
+
+
+#: requests/s of one h2load on a timing script (one connection): more connections above it (at
+#: 500/s one fell behind its script by a fifth)
 MAX_SCRIPTED_PER_S = 250
 
 
@@ -159,12 +163,7 @@ def h2load_open(what: str, url: str, load: Load, per_s: float, work: Path, body:
         logs.append(log)
         cmd = ["h2load", "-t", "1", "-c", "1", "-m", str(load.streams), f"--timing-script-file={script}",
                f"--log-file={log}"]
-        if body is not None:
-            data = work / f"req-{time.monotonic_ns()}.bin"
-            data.write_bytes(body)
-            cmd += ["-H", "content-type: application/grpc", "-H", "te: trailers", "-d", str(data)]
-        else:
-            cmd.append("--h1")
+        cmd += _request_args(work, body)
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     failed = 0
     for proc in procs:
