@@ -82,7 +82,7 @@ class QueryServicer(pb_grpc.InteractiveQueryServicer):
         self.pool = ChannelPool(security, streams.config.application_id)
         #: the hops of Get, run on the server's event loop (and only there)
         self.aio_pool = AioChannelPool(security, streams.config.application_id)
-        #: the Gets sent there, batched per owner while hops to it are in flight
+        #: the Gets sent there, batched per replica while calls to it are in flight
         self.gets = GetBatcher(self.aio_pool)
         self.executor = futures.ThreadPoolExecutor(max_workers=SCATTER_THREADS, thread_name_prefix="scatter")
         self.scans = ScanService(streams, self.pool, self.executor)

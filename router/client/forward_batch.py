@@ -3,13 +3,13 @@ the Gets for it wait and the next call carries all of them.
 
 A Get sent to another instance costs the sender a client call and the replica a server call:
 under load the call, not the read, is the cost. The forwarding hop of an instance and the routing
-client of the gateway send their Gets here. While :data:`LANES_PER_OWNER` calls to a replica are
+client of the gateway send their Gets here. While :data:`LANES_PER_REPLICA` calls to a replica are
 in flight, the Gets for it wait, and the next call takes all of them at once (GetBatch, at most
 :data:`MAX_BATCH`). A Get that finds a lane free goes alone (Get, bytes in and out): a quiet sender
 waits for nothing. Each Get of a batch is answered or refused as it would have been alone; a
 replica that does not know GetBatch (an older instance, in a rolling upgrade) gets them one by one.
 
-Runs on one event loop (the query server's); not thread-safe.
+Runs on one event loop (the query server's, or the gateway's); not thread-safe.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from kernel.status_details import DETAILS_KEY
 #: the Get and GetBatch methods' paths, called with bytes
 GET_METHOD = "/iqmesh.v1.InteractiveQuery/Get"
 GET_BATCH_METHOD = "/iqmesh.v1.InteractiveQuery/GetBatch"
-#: hops in flight to one owner before Gets wait for the next batch
-LANES_PER_OWNER = 2
+#: calls in flight to one replica before Gets wait for the next batch
+LANES_PER_REPLICA = 2
 #: most Gets in one batch (a request of a few KiB)
 MAX_BATCH = 64
 #: GetBatchRequest.requests (field 1, length-delimited): a request's bytes framed as one element
@@ -43,12 +43,12 @@ class _Waiting:
 
 
 @dataclass
-class _Owner:
-    """The hops to one endpoint: how many are in flight, the Gets waiting for the next."""
+class _Replica:
+    """The calls to one endpoint: how many are in flight, the Gets waiting for the next."""
 
     in_flight: int = 0
     waiting: list[_Waiting] = field(default_factory=list)
-    #: False once the owner answered GetBatch with UNIMPLEMENTED
+    #: False once the replica answered GetBatch with UNIMPLEMENTED
     batches: bool = True
 
 
@@ -60,50 +60,54 @@ class GetBatcher:
 
     def __init__(self, pool: AioChannelPool) -> None:
         self.pool = pool
-        self._owners: dict[str, _Owner] = {}
+        self._replicas: dict[str, _Replica] = {}
+        #: the batches in flight (the loop keeps only weak references to tasks)
+        self._sending: set[asyncio.Task[None]] = set()
         #: calls sent, and Gets they carried (what batching saved: the difference)
         self.hops = 0
         self.gets = 0
 
     async def call(self, endpoint: str, request: bytes, timeout: float) -> bytes:
         """``endpoint``'s Get reply to ``request`` (a GetRequest's bytes)."""
-        owner = self._owners.get(endpoint)
-        if owner is None:
-            owner = self._owners[endpoint] = _Owner()
-        if owner.in_flight < LANES_PER_OWNER and not owner.waiting:
-            owner.in_flight += 1
+        replica = self._replicas.get(endpoint)
+        if replica is None:
+            replica = self._replicas[endpoint] = _Replica()
+        if replica.in_flight < LANES_PER_REPLICA and not replica.waiting:
+            replica.in_flight += 1
             self.hops += 1
             self.gets += 1
             try:
                 return await self.pool.bytes_call(endpoint, GET_METHOD)(request, timeout=timeout)
             finally:
-                owner.in_flight -= 1
-                self._next(endpoint, owner)
+                replica.in_flight -= 1
+                self._next(endpoint, replica)
         waiting = _Waiting(request, timeout, asyncio.get_running_loop().create_future())
-        owner.waiting.append(waiting)
+        replica.waiting.append(waiting)
         return await waiting.done
 
-    def _next(self, endpoint: str, owner: _Owner) -> None:
+    def _next(self, endpoint: str, replica: _Replica) -> None:
         """A lane came free: the Gets waiting go in one call (their callers gone: left out)."""
-        while owner.waiting:
-            waiting = [w for w in owner.waiting[:MAX_BATCH] if not w.done.done()]
-            del owner.waiting[:MAX_BATCH]
+        while replica.waiting:
+            waiting = [w for w in replica.waiting[:MAX_BATCH] if not w.done.done()]
+            del replica.waiting[:MAX_BATCH]
             if waiting:
-                owner.in_flight += 1
+                replica.in_flight += 1
                 self.hops += 1
                 self.gets += len(waiting)
-                asyncio.get_running_loop().create_task(self._send(endpoint, owner, waiting))
+                task = asyncio.get_running_loop().create_task(self._send(endpoint, replica, waiting))
+                self._sending.add(task)
+                task.add_done_callback(self._sending.discard)
                 return
 
-    async def _send(self, endpoint: str, owner: _Owner, waiting: list[_Waiting]) -> None:
+    async def _send(self, endpoint: str, replica: _Replica, waiting: list[_Waiting]) -> None:
         try:
-            if len(waiting) == 1 or not owner.batches:
+            if len(waiting) == 1 or not replica.batches:
                 await asyncio.gather(*(self._alone(endpoint, w) for w in waiting))
             else:
-                await self._batch(endpoint, owner, waiting)
+                await self._batch(endpoint, replica, waiting)
         finally:
-            owner.in_flight -= 1
-            self._next(endpoint, owner)
+            replica.in_flight -= 1
+            self._next(endpoint, replica)
 
     async def _alone(self, endpoint: str, w: _Waiting) -> None:
         try:
@@ -111,14 +115,14 @@ class GetBatcher:
         except grpc.RpcError as e:
             _fail(w, e)
 
-    async def _batch(self, endpoint: str, owner: _Owner, waiting: list[_Waiting]) -> None:
+    async def _batch(self, endpoint: str, replica: _Replica, waiting: list[_Waiting]) -> None:
         call = self.pool.bytes_call(endpoint, GET_BATCH_METHOD)
         try:
             reply = pb.GetBatchReply.FromString(await call(batch_request(w.request for w in waiting),
                                                            timeout=max(w.timeout for w in waiting)))
         except grpc.RpcError as e:
             if e.code() is grpc.StatusCode.UNIMPLEMENTED:  # a replica older than GetBatch
-                owner.batches = False
+                replica.batches = False
                 await asyncio.gather(*(self._alone(endpoint, w) for w in waiting))
                 return
             for w in waiting:

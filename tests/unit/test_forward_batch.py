@@ -22,7 +22,7 @@ from kernel.rpc import iqmesh_pb2 as pb
 from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from kernel.unavailable import FailureReason, UnavailableError
 from router.client.forward import forward_get_bytes
-from router.client.forward_batch import LANES_PER_OWNER, GetBatcher, batch_request
+from router.client.forward_batch import LANES_PER_REPLICA, GetBatcher, batch_request
 from tests.unit.test_forward_bytes import REPLIES, Owner
 
 
@@ -96,7 +96,7 @@ def test_gets_that_find_the_lanes_busy_go_together_each_answered_as_alone(slow_o
         def hop(key: str) -> asyncio.Future[bytes]:
             return asyncio.ensure_future(forward_get_bytes(gets, endpoint, _get(key), 10))
         try:
-            slow = [hop("slow") for _ in range(LANES_PER_OWNER)]
+            slow = [hop("slow") for _ in range(LANES_PER_REPLICA)]
             for _ in slow:  # both lanes are in flight at the owner
                 await asyncio.to_thread(owner.slow_started.acquire, True, 10)
             queued = [hop(k) for k in waiting_keys]
@@ -114,7 +114,7 @@ def test_gets_that_find_the_lanes_busy_go_together_each_answered_as_alone(slow_o
     if owner.batches:
         assert [[r.key for r in b] for b in owner.batches_received] == [waiting_keys]  # one hop, the cancelled left out
         assert all(r.forwarded for r in owner.batches_received[0])
-        assert (gets.hops, gets.gets) == (LANES_PER_OWNER + 1, LANES_PER_OWNER + len(waiting_keys))
+        assert (gets.hops, gets.gets) == (LANES_PER_REPLICA + 1, LANES_PER_REPLICA + len(waiting_keys))
     else:  # one by one after the owner said UNIMPLEMENTED
         assert sorted(r.key for r in owner.received if r.key != "slow") == sorted(waiting_keys)
     by_key = dict(zip(waiting_keys, answers, strict=True))
