@@ -146,3 +146,23 @@ def status_label(e: BaseException) -> str:
     if details.refusal is not None:
         return f"{name} {details.refusal.reason.name}"
     return f"{name} WRONG_APPLICATION" if details.wrong_application else name
+
+
+def status_message(status: RpcStatus) -> pb.ErrorStatus:
+    """``status`` as a message (one Get's outcome in a GetBatch): the typed details it carries,
+    else its code and text."""
+    typed = next((v for k, v in status.trailing_metadata if k == DETAILS_KEY), None)
+    if isinstance(typed, bytes):
+        return pb.ErrorStatus.FromString(typed)
+    return pb.ErrorStatus(code=status.code.value[0], message=status.details)
+
+
+def rpc_error(status: pb.ErrorStatus) -> grpc.aio.AioRpcError:
+    """The error a call ended with ``status`` would have raised (its typed details in the trailer,
+    where :func:`error_details` reads them): :func:`status_message` undone."""
+    trailer = grpc.aio.Metadata((DETAILS_KEY, status.SerializeToString())) if status.details else grpc.aio.Metadata()
+    return grpc.aio.AioRpcError(_CODES.get(status.code, grpc.StatusCode.UNKNOWN), grpc.aio.Metadata(), trailer,
+                                status.message)
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from kernel.rpc import iqmesh_pb2 as pb
-from kernel.status_details import DETAILS_KEY, RpcStatus
+from kernel.status_details import RpcStatus, status_message
 
 
 def answer_batch(requests: Iterable[pb.GetRequest], answer: Callable[[pb.GetRequest], pb.GetReply],
@@ -21,13 +21,6 @@ def answer_batch(requests: Iterable[pb.GetRequest], answer: Callable[[pb.GetRequ
         try:
             outcome.reply.CopyFrom(answer(request))
         except Exception as e:  # noqa: BLE001 - becomes this Get's status, as it would alone
-            outcome.error.CopyFrom(error_status(status_of(e)))
+            outcome.error.CopyFrom(status_message(status_of(e)))
     return reply
 
-
-def error_status(status: RpcStatus) -> pb.ErrorStatus:
-    """``status`` as one Get's outcome: the typed details it carries, else its code and text."""
-    typed = next((v for k, v in status.trailing_metadata if k == DETAILS_KEY), None)
-    if isinstance(typed, bytes):
-        return pb.ErrorStatus.FromString(typed)
-    return pb.ErrorStatus(code=status.code.value[0], message=status.details)

@@ -22,7 +22,7 @@ import grpc
 
 from kernel.channels import AioChannelPool
 from kernel.rpc import iqmesh_pb2 as pb
-from kernel.status_details import DETAILS_KEY
+from kernel.status_details import rpc_error
 
 #: the Get and GetBatch methods' paths, called with bytes
 GET_METHOD = "/iqmesh.v1.InteractiveQuery/Get"
@@ -138,23 +138,12 @@ class GetBatcher:
             if outcome.HasField("reply"):
                 _settle(w, outcome.reply.SerializeToString())
             else:
-                _fail(w, as_rpc_error(outcome.error))
+                _fail(w, rpc_error(outcome.error))
 
 
 def batch_request(requests: Iterable[bytes]) -> bytes:
     """A GetBatchRequest's bytes made of GetRequests' bytes, none of them parsed."""
     return b"".join(_REQUESTS_TAG + _varint(len(r)) + r for r in requests)
-
-
-def as_rpc_error(status: pb.ErrorStatus) -> grpc.aio.AioRpcError:
-    """The error a Get alone would have raised with ``status`` (its typed details in the trailer,
-    where :mod:`kernel.status_details` reads them)."""
-    trailer = grpc.aio.Metadata((DETAILS_KEY, status.SerializeToString())) if status.details else grpc.aio.Metadata()
-    code = _CODES.get(status.code, grpc.StatusCode.UNKNOWN)
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailer, status.message)
-
-
-_CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 
 def _varint(n: int) -> bytes:
