@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import functools
 import json
 import struct
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
+
+_orjson_dumps, _orjson_loads, _NON_STR_KEYS = orjson.dumps, orjson.loads, orjson.OPT_NON_STR_KEYS
 
 
 @runtime_checkable
@@ -98,15 +99,12 @@ class JsonSerde:
 
     name = "json"
 
-    def __init__(self) -> None:
-        self._dumps = functools.partial(orjson.dumps, option=orjson.OPT_NON_STR_KEYS)
-        self._loads = orjson.loads
-
     def serialize(self, value: Any) -> bytes | None:
-        return None if value is None else self._dumps(value)
+        # positional: orjson parses a keyword option at two thirds of a small value's cost
+        return None if value is None else _orjson_dumps(value, None, _NON_STR_KEYS)
 
     def deserialize(self, data: bytes | None) -> Any:
-        return None if data is None else self._loads(data)
+        return None if data is None else _orjson_loads(data)
 
     def parse(self, text: str) -> Any:
         return json.loads(text)
