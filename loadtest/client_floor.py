@@ -67,7 +67,10 @@ def run(bootstrap: str, topic: str, n: int, work: str) -> dict[str, object]:
                 produce(out, m.value(), m.key(), -1, None, None, m.timestamp()[1], None)
         else:
             for m in msgs:
-                v = loads(m.value())
+                raw = m.value()
+                if raw is None:
+                    continue
+                v = loads(raw)
                 if v["ms"] >= 100:
                     produce(out, dumps({"page": v["page"], "ms": v["ms"], "slow": v["ms"] > 500}), m.key(), -1,
                             None, None, m.timestamp()[1], None)

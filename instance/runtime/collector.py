@@ -51,7 +51,7 @@ class ProducerClient(Protocol):
     puts a producer of its own. ``conf`` carries the collector's ``on_delivery`` and ``error_cb``."""
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1,
-                on_delivery: Any = None, callback: Any = None, timestamp: int = 0,
+                callback: Any = None, on_delivery: Any = None, timestamp: int = 0,
                 headers: Headers | None = None) -> None: ...
 
     def poll(self, timeout: float = -1) -> int: ...
@@ -238,7 +238,7 @@ class RecordCollector:
 
 
 def _drop(topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1,
-          on_delivery: Any = None, callback: Any = None, timestamp: int = 0, headers: Headers | None = None) -> None:
+          callback: Any = None, on_delivery: Any = None, timestamp: int = 0, headers: Headers | None = None) -> None:
     """What an abandoned collector sends: nothing (its transaction is never committed)."""
 
 

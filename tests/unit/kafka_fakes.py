@@ -166,7 +166,7 @@ class FakeProducer:
         self.purged = False
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1,
-                on_delivery: Any = None, callback: Any = None, timestamp: int = 0, headers: Any = None) -> None:
+                callback: Any = None, on_delivery: Any = None, timestamp: int = 0, headers: Any = None) -> None:
         if self.broker.producer_failure is not None:
             raise KafkaException(KafkaError(KafkaError._FATAL, "failed", fatal=True))
         self.queued.append((topic, max(partition, 0), key, value))
