@@ -19,7 +19,10 @@ framed gRPC request (5-byte prefix + protobuf body) over HTTP/2, or a REST GET o
   keys, with the share of answers that took a forwarding hop;
 * ``All`` over the whole store through the Python client (rows/s).
 
-Latencies come from h2load's per-request log. gRPC-level failures (HTTP 200 with a grpc-status)
+Every run also reports how long work waited for a core meanwhile (loadtest/cpu_wait.py): the
+machine's CPU pressure and the run-queue wait of the processes a request crosses (the bare server;
+the contacted instance; all three instances for a forwarded key; the gateway and the instances for
+REST). Latencies come from h2load's per-request log. gRPC-level failures (HTTP 200 with a grpc-status)
 are caught by the instances' own error counters, checked after every run. ``--profile DIR``
 records the contacted instance with py-spy during the local-key and the forwarded-key peak runs
 (raw collapsed stacks: local-get.txt, forwarded-get.txt).
@@ -52,6 +55,7 @@ from instance.local.gateway import GatewayProcess
 from kernel.rpc import iqmesh_pb2 as pb
 from kernel.rpc import iqmesh_pb2_grpc as pb_grpc
 from loadtest.bare_get import bench_key
+from loadtest.cpu_wait import CpuWait, CpuWaitMeter
 from router.client.sync_client import QueryClient
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,6 +86,8 @@ class Result:
     p50_ms: float
     p99_ms: float
     note: str = ""
+    #: how long work waited for a core meanwhile (the serving processes' and the machine's)
+    cpu_wait: CpuWait | None = None
 
 
 def grpc_frame(message: pb.GetRequest) -> bytes:
@@ -96,16 +102,20 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def h2load(what: str, url: str, load: Load, work: Path, body: bytes | None = None) -> Result:
+def h2load(what: str, url: str, load: Load, work: Path, body: bytes | None = None,
+           pids: tuple[int, ...] = ()) -> Result:
     """One h2load run against ``url`` (a framed gRPC POST when ``body`` is given, else a GET over
-    HTTP/1.1); throughput from h2load's summary, percentiles from its per-request log."""
+    HTTP/1.1); throughput from h2load's summary, percentiles from its per-request log, and how
+    long the serving processes ``pids`` waited for a core."""
     log = work / f"h2load-{time.monotonic_ns()}.log"
     cmd = ["h2load", "-t", "1", "-c", str(load.clients), "-m", str(load.streams), "-D", f"{load.seconds:g}",
            "--warm-up-time", "1", f"--log-file={log}"]
     if load.rps_per_client:
         cmd.append(f"--rps={load.rps_per_client}")
     cmd += _request_args(work, body)
+    meter = CpuWaitMeter(pids).start()
     out = subprocess.run([*cmd, url], capture_output=True, text=True, timeout=load.seconds + 60)
+    cpu_wait = meter.stop()
     if out.returncode != 0:
         raise RuntimeError(f"h2load failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     per_s = 0.0
@@ -119,7 +129,7 @@ def h2load(what: str, url: str, load: Load, work: Path, body: bytes | None = Non
                  if len(cols) >= 3 and cols[1] == "200")
     if failed or not lat:
         raise RuntimeError(f"{what}: {failed} requests failed, {len(lat)} succeeded\n{out.stdout[-2000:]}")
-    return Result(what, len(lat), per_s, _percentile(lat, 0.5), _percentile(lat, 0.99))
+    return Result(what, len(lat), per_s, _percentile(lat, 0.5), _percentile(lat, 0.99), cpu_wait=cpu_wait)
 
 
 def _request_args(work: Path, body: bytes | None) -> list[str]:
@@ -137,7 +147,7 @@ MAX_SCRIPTED_PER_S = 250
 
 
 def h2load_open(what: str, url: str, load: Load, per_s: float, work: Path, body: bytes | None = None,
-                seed: int = 0, pace: float = 1.0) -> Result:
+                seed: int = 0, pace: float = 1.0, pids: tuple[int, ...] = ()) -> Result:
     """An open-loop run at ``per_s`` requests/s in all, arriving as a Poisson process: one h2load
     per connection (``load.clients`` of them, more when each would send over
     :data:`MAX_SCRIPTED_PER_S`; ``load.streams`` streams each), each sending at the
@@ -149,6 +159,7 @@ def h2load_open(what: str, url: str, load: Load, per_s: float, work: Path, body:
     scripts are written ``pace`` times faster (:func:`half_of_peak` measures it)."""
     procs = []
     logs = []
+    meter = CpuWaitMeter(pids).start()
     scripted = per_s * pace
     connections = max(load.clients, math.ceil(scripted / MAX_SCRIPTED_PER_S))
     for c in range(connections):
@@ -172,6 +183,7 @@ def h2load_open(what: str, url: str, load: Load, per_s: float, work: Path, body:
             raise RuntimeError(f"h2load failed ({proc.returncode}):\n{out[-2000:]}\n{err[-2000:]}")
         failed += next((int(line.split(",")[4].split()[0]) for line in out.splitlines()
                         if line.startswith("requests:")), 0)
+    cpu_wait = meter.stop()
     rows = [cols for log in logs for cols in (row.split("\t") for row in log.read_text().splitlines())
             if len(cols) >= 3]
     if failed or not rows or any(cols[1] != "200" for cols in rows):
@@ -181,7 +193,7 @@ def h2load_open(what: str, url: str, load: Load, per_s: float, work: Path, body:
     lat = sorted(int(cols[2]) / 1000 for cols in kept)
     span = (max(int(cols[0]) for cols in kept) - min(int(cols[0]) for cols in kept)) / 1e6
     return Result(what, len(lat), len(lat) / span if span > 0 else 0.0, _percentile(lat, 0.5),
-                  _percentile(lat, 0.99))
+                  _percentile(lat, 0.99), cpu_wait=cpu_wait)
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,8 @@ class Target:
     url: str
     load: Load
     body: bytes | None = None  # a framed gRPC request; None: REST GET
+    #: the processes a request crosses (their wait for a core is reported with each run)
+    pids: tuple[int, ...] = ()
 
 
 def run_targets(targets: list[Target], reps: int, work: Path, check: Check,
@@ -204,7 +218,7 @@ def run_targets(targets: list[Target], reps: int, work: Path, check: Check,
     for rep in range(reps):
         for t in targets:
             done = on_run(t, rep)
-            r = h2load(t.what, t.url, t.load, work, t.body)
+            r = h2load(t.what, t.url, t.load, work, t.body, t.pids)
             if done is not None:
                 done()
             peaks[t.what].append(r)
@@ -215,13 +229,14 @@ def run_targets(targets: list[Target], reps: int, work: Path, check: Check,
         runs = sorted(peaks[t.what], key=lambda r: r.per_s)
         median = runs[len(runs) // 2]
         out.append(Result(t.what, median.requests, median.per_s, median.p50_ms, median.p99_ms,
-                          f"median of {reps}: " + " / ".join(f"{r.per_s:,.0f}" for r in peaks[t.what])))
+                          f"median of {reps}: " + " / ".join(f"{r.per_s:,.0f}" for r in peaks[t.what]),
+                          median.cpu_wait))
         out.append(half_of_peak(t, median.per_s / 2, work, half_runs))
         if bursts:
             rps = max(1, int(median.per_s / 2 / t.load.clients))
             out.append(_median_p99(sorted(
                 (h2load(f"{t.what} @ half of peak, h2load --rps", t.url,
-                        Load(t.load.clients, t.load.streams, t.load.seconds, rps), work, t.body)
+                        Load(t.load.clients, t.load.streams, t.load.seconds, rps), work, t.body, t.pids)
                  for _ in range(half_runs)), key=lambda r: r.p99_ms), "bursts every ~10 ms"))
     check("half of peak")
     return out
@@ -232,15 +247,18 @@ def half_of_peak(t: Target, per_s: float, work: Path, runs: int) -> Result:
     first a short run at that rate measures how far h2load falls behind its scripts (its pace)."""
     probe = h2load_open(f"{t.what}: pace", t.url, Load(t.load.clients, t.load.streams, 3), per_s, work, t.body, 99)
     pace = min(1.5, max(1.0, per_s / probe.per_s))
-    halves = sorted((h2load_open(f"{t.what} @ half of peak", t.url, t.load, per_s, work, t.body, i, pace)
+    halves = sorted((h2load_open(f"{t.what} @ half of peak", t.url, t.load, per_s, work, t.body, i, pace,
+                                 t.pids)
                      for i in range(runs)), key=lambda r: r.p99_ms)
     return _median_p99(halves, f"Poisson arrivals at {per_s:,.0f}/s (scripts x{pace:.2f})")
 
 
 def _median_p99(runs: list[Result], how: str) -> Result:
-    """Of runs sorted by p99, the one of median p99 (a pause of the machine sets one run's p99)."""
+    """Of runs sorted by p99, the one of median p99 (a pause of the machine sets one run's p99), with
+    each run's p99 and its wait for a core."""
     half = replace(runs[len(runs) // 2], note=f"{how}; p99 median of {len(runs)}: "
-                   + " / ".join(f"{r.p99_ms:.1f}" for r in runs))
+                   + " / ".join(f"{r.p99_ms:.1f}" + (f" ({r.cpu_wait.describe()})" if r.cpu_wait else "")
+                                for r in runs))
     print(f"  {half.what}: {half.per_s:,.0f}/s, p99 {half.p99_ms:.1f} ms", file=sys.stderr, flush=True)
     return half
 
@@ -417,7 +435,8 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
     for r in results:
         def ms(x: float) -> str:
             return "" if x != x else f"{x:.2f}"
-        print(f"| {r.what} | {r.requests:,} | {r.per_s:,.0f} | {ms(r.p50_ms)} | {ms(r.p99_ms)} | {r.note} |")
+        note = r.note if r.cpu_wait is None or "half of peak" in r.what else f"{r.note}; {r.cpu_wait.describe()}"
+        print(f"| {r.what} | {r.requests:,} | {r.per_s:,.0f} | {ms(r.p50_ms)} | {ms(r.p99_ms)} | {note} |")
     by = {r.what: r for r in results}
     bare, bare_aio = by[BARE].per_s, by[BARE_AIO].per_s
     print(f"\nthroughput / bare server (grpcio's threaded server; in brackets, / {BARE_AIO}):")
@@ -490,12 +509,16 @@ def main(argv: list[str] | None = None) -> int:
         grpc_url = f"http://{asked.target}{GET_PATH}"
         local_req = grpc_frame(pb.GetRequest(store=STORE, key=local_key))
         forwarded_req = grpc_frame(pb.GetRequest(store=STORE, key=forwarded_key))
+        instances = tuple(i.proc.pid for i in cluster.instances if i.proc is not None)
+        asked_pid = (asked.proc.pid,) if asked.proc is not None else ()
+        gateway_pid = (gateway.proc.pid,) if gateway.proc is not None else ()
         targets = [
-            Target(BARE, f"http://{bare_target}{GET_PATH}", load, local_req),
-            Target(BARE_AIO, f"http://{bare_aio_target}{GET_PATH}", load, local_req),
-            Target("local key", grpc_url, load, local_req),
-            Target("forwarded key (one hop)", grpc_url, load, forwarded_req),
-            Target("REST Get through the gateway", rest_url, Load(args.clients * args.streams, 1, args.seconds)),
+            Target(BARE, f"http://{bare_target}{GET_PATH}", load, local_req, (bare.pid,)),
+            Target(BARE_AIO, f"http://{bare_aio_target}{GET_PATH}", load, local_req, (bare_aio.pid,)),
+            Target("local key", grpc_url, load, local_req, asked_pid),
+            Target("forwarded key (one hop)", grpc_url, load, forwarded_req, instances),
+            Target("REST Get through the gateway", rest_url, Load(args.clients * args.streams, 1, args.seconds),
+                   pids=gateway_pid + instances),
         ]
 
         def on_run(t: Target, rep: int) -> Callable[[], None] | None:

@@ -15,7 +15,7 @@ Runs on one event loop (the query server's, or the gateway's); not thread-safe.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 
 import grpc
@@ -77,7 +77,7 @@ class GetBatcher:
             self.hops += 1
             self.gets += 1
             try:
-                return await self.pool.bytes_call(endpoint, GET_METHOD)(request, timeout=timeout)
+                return await self._get(endpoint, request, timeout)
             finally:
                 replica.in_flight -= 1
                 self._next(endpoint, replica)
@@ -109,9 +109,12 @@ class GetBatcher:
             replica.in_flight -= 1
             self._next(endpoint, replica)
 
+    def _get(self, endpoint: str, request: bytes, timeout: float) -> Awaitable[bytes]:
+        return self.pool.bytes_call(endpoint, GET_METHOD)(request, timeout=timeout)
+
     async def _alone(self, endpoint: str, w: _Waiting) -> None:
         try:
-            _settle(w, await self.pool.bytes_call(endpoint, GET_METHOD)(w.request, timeout=w.timeout))
+            _settle(w, await self._get(endpoint, w.request, w.timeout))
         except grpc.RpcError as e:
             _fail(w, e)
 
