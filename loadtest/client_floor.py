@@ -1,11 +1,13 @@
 """The floor under any Python engine on confluent-kafka: a bare loop that consumes the benchmark's
 input and produces it again, with iqmesh's client settings and no stream processing at all.
 
-    python -m loadtest.client_floor --bootstrap HOST:PORT --topic pb-in-2000000 -n 2000000 [--work copy|stateless]
+    python -m loadtest.client_floor --bootstrap HOST:PORT --topic pb-in-2000000 -n 2000000 [--work copy|stateless|count]
 
 ``copy`` writes each record back as it came (key, value, timestamp): what consuming and producing
 cost from Python and in librdkafka's threads. ``stateless`` adds the stateless variant's own work
 inlined (JSON in, ``ms >= 100``, a new JSON value out), the least an engine could do for it.
+``count`` is the cached count's least: JSON in, the variant's aggregate per key in a dict, nothing
+produced (a cache emits once per key per commit).
 Prints a ``RESULT`` line with the steady state (second half) fields ``loadtest.worker`` prints,
 so the two compare directly: what is left between them is the engine's.
 """
@@ -17,6 +19,7 @@ import json
 import sys
 import time
 import uuid
+from typing import Any
 
 import orjson
 from confluent_kafka import Consumer, Producer
@@ -55,6 +58,7 @@ def run(bootstrap: str, topic: str, n: int, work: str) -> dict[str, object]:
     consumer.subscribe([topic])
     produce, consume, poll = producer.produce, consumer.consume, producer.poll
     loads, dumps = orjson.loads, orjson.dumps
+    aggregates: dict[bytes | None, dict[str, Any]] = {}
     half = (n + 1) // 2
     done = 0
     t_half = t_last = cpu_half = cpu_last = 0.0
@@ -65,6 +69,14 @@ def run(bootstrap: str, topic: str, n: int, work: str) -> dict[str, object]:
         if work == "copy":
             for m in msgs:
                 produce(out, m.value(), m.key(), -1, None, None, m.timestamp()[1], None)
+        elif work == "count":
+            for m in msgs:
+                raw = m.value()
+                if raw is not None:
+                    v = loads(raw)
+                    key = m.key()
+                    old = aggregates.get(key)
+                    aggregates[key] = {"count": (0 if old is None else old["count"]) + 1, "page": v["page"]}
         else:
             for m in msgs:
                 raw = m.value()
@@ -93,7 +105,7 @@ def main() -> int:
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("-n", type=int, default=2_000_000)
-    ap.add_argument("--work", choices=("copy", "stateless"), default="copy")
+    ap.add_argument("--work", choices=("copy", "stateless", "count"), default="copy")
     args = ap.parse_args()
     result = run(args.bootstrap, args.topic, args.n, args.work)
     print("RESULT " + json.dumps(result))
