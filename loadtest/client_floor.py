@@ -24,8 +24,9 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer
 
+from instance.config import StreamsConfig
 from instance.local.cluster import ensure_topic
-from kernel.partitioner import LIBRDKAFKA_PARTITIONER
+from instance.runtime.thread_clients import main_consumer_config, producer_config
 from loadtest.proc_usage import thread_cpu
 from loadtest.worker import steady_state
 
@@ -34,15 +35,12 @@ BATCH = 10_000
 
 
 def _clients(bootstrap: str) -> tuple[Consumer, Producer]:
-    """The stream thread's main consumer and producer settings (instance/runtime/thread_clients.py)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"floor-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "enable.auto.offset.store": False,
-                         "auto.offset.reset": "earliest", "queued.max.messages.kbytes": 65536,
-                         "fetch.queue.backoff.ms": 10})
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": LIBRDKAFKA_PARTITIONER, "linger.ms": 5,
-                         "batch.num.messages": 10000, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-                         "enable.idempotence": True, "acks": "all", "delivery.report.only.error": True,
+    """A stream thread's main consumer and producer, with the settings the runtime gives them
+    (instance/runtime/thread_clients.py), and failed deliveries reported as RecordCollector has them."""
+    config = StreamsConfig.from_properties({"application.id": f"floor-{uuid.uuid4().hex[:8]}",
+                                            "bootstrap.servers": bootstrap})
+    consumer = Consumer(main_consumer_config(config, "floor", 0))
+    producer = Producer({**producer_config(config, "floor-producer"), "delivery.report.only.error": True,
                          "on_delivery": _failed})
     return consumer, producer
 

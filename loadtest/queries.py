@@ -159,6 +159,7 @@ def h2load_open(what: str, url: str, load: Load, per_s: float, work: Path, body:
     scripts are written ``pace`` times faster (:func:`half_of_peak` measures it)."""
     procs = []
     logs = []
+    request = _request_args(work, body)
     meter = CpuWaitMeter(pids).start()
     scripted = per_s * pace
     connections = max(load.clients, math.ceil(scripted / MAX_SCRIPTED_PER_S))
@@ -173,8 +174,7 @@ def h2load_open(what: str, url: str, load: Load, per_s: float, work: Path, body:
         log = work / f"h2load-open-{time.monotonic_ns()}-{c}.log"
         logs.append(log)
         cmd = ["h2load", "-t", "1", "-c", "1", "-m", str(load.streams), f"--timing-script-file={script}",
-               f"--log-file={log}"]
-        cmd += _request_args(work, body)
+               f"--log-file={log}", *request]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     failed = 0
     for proc in procs:
