@@ -16,6 +16,7 @@ from instance.config import StreamsConfig
 from instance.errors import ProductionException, StreamsException
 from instance.runtime.global_state import GlobalStateManager
 from instance.runtime.metrics import MetricName
+from instance.runtime.state_manager import ProcessorStateManager
 from instance.runtime.task import StreamTask
 from instance.state.change import ValueAndTimestamp
 from instance.state.kv_store import KeyValueStore
@@ -130,8 +131,11 @@ class TopologyTestDriver:
                                                None, app, self.errors)
         self._global_topics = {g.topic for g in topology.global_stores.values()}
         for st in topology.subtopologies():
-            task = StreamTask(TaskId(st.id, 0), topology, st, app, self._resolve, self._send,
-                              self._changelog_sender, None, cache_entries, True, self.errors,
+            tid = TaskId(st.id, 0)
+            # under exactly-once as the runtime builds it: no origins (instance/state/origins.py)
+            state = ProcessorStateManager(tid, None, app, eos=cfg.eos)
+            task = StreamTask(tid, topology, st, app, self._resolve, self._send,
+                              self._changelog_sender, state, cache_entries, True, self.errors,
                               self.global_state.stores, clock=self._clock, extractor=extractor)
             self.tasks.append(task)
             for topic in task.sources:

@@ -11,7 +11,8 @@ import pytest
 
 from loadtest.cpu_wait import CpuWait, CpuWaitMeter
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc accounting")
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/task"),
+                                reason="reads Linux's per-thread scheduling statistics (/proc/<pid>/task/*/schedstat)")
 
 SPIN = "import time\nend = time.monotonic() + 1.0\nwhile time.monotonic() < end: pass\n"
 

@@ -772,13 +772,9 @@ def test_a_real_downstream_task_skips_by_origin_only_under_at_least_once(eos: bo
             t.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect (TopologyTestDriver): the driver builds every StreamTask with ProcessorStateManager(eos=False) "
-    "(StreamTask's default when state is None), whatever processing.guarantee says, so under exactly_once_v2 "
-    "its tasks write an origin in the trailer of internal topics' values and skip by high-water as under "
-    "at-least-once; the runtime (ActiveTaskCreator) passes eos=config.eos and writes a trailer without origin "
-    "(test_exactly_once_task_writes_a_trailer_without_origin)"))
 def test_exactly_once_in_the_driver_writes_no_origin() -> None:
+    """The driver builds its tasks as the runtime does (ActiveTaskCreator passes eos=config.eos):
+    under exactly-once, a trailer without origin (test_exactly_once_task_writes_a_trailer_without_origin)."""
     with TopologyTestDriver(_word_count(), EOS) as d:
         t = d.create_input_topic("in", S, S)
         for i, w in enumerate(["apple", "banana", "apple"]):

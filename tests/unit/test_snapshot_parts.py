@@ -68,7 +68,8 @@ def test_plan_ranges_splits_large_partitions() -> None:
 
 
 def test_layout_decodes_what_it_can() -> None:
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow comes with pyspark[sql], the analytics extra: "
+                             "pip install -e '.[analytics]'")
     from analytics.snapshot.columns import Layout
 
     layout = Layout("string", "long")
